@@ -1,0 +1,64 @@
+# brawlkit — the README's commands.  `make test` and `make train` each do all
+# set-up themselves on a fresh machine: Debian packages (installed when run as
+# root, otherwise named), the .venv, pinned requirements, the native build.
+SHELL := /bin/bash
+PY ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+VPY := $(abspath $(VENV))/bin/python
+STAMP := $(VENV)/.installed
+WHEELS := $(wildcard /opt/wheels)
+PIP_FLAGS := $(if $(WHEELS),--find-links $(WHEELS),)
+export OMP_NUM_THREADS ?= 1
+
+.PHONY: all setup sysdeps build lint test pytest check train clean
+
+all: build
+
+# Debian packages the native build needs (headers only; runtimes ship with Debian).
+sysdeps:
+	@missing=""; \
+	[ -f /usr/include/lz4frame.h ] || missing="$$missing liblz4-dev"; \
+	command -v cc >/dev/null || missing="$$missing gcc"; \
+	command -v pkg-config >/dev/null || missing="$$missing pkg-config"; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "installing Debian packages:$$missing"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	  else \
+	    echo "missing Debian packages:$$missing"; \
+	    echo "run: sudo apt-get update && sudo apt-get install -y$$missing"; exit 1; \
+	  fi; \
+	fi
+
+$(STAMP): requirements.txt pyproject.toml
+	@$(PY) -c 'import sys; assert sys.version_info[:2] >= (3, 11), "brawlkit needs Python >= 3.11"'
+	$(PY) -m venv $(VENV)
+	$(VPY) -m pip install -q --upgrade pip
+	$(VPY) -m pip install -q $(PIP_FLAGS) -r requirements.txt
+	$(VPY) -m pip install -q --no-deps --no-build-isolation -e .
+	touch $(STAMP)
+
+setup: sysdeps $(STAMP)
+
+build: setup
+	$(MAKE) -C native PYTHON=$(VPY)
+
+lint: setup
+	$(VPY) -m ruff check brawlkit tests
+	$(VPY) -m mypy brawlkit
+
+check: build
+	$(MAKE) -C native check PYTHON=$(VPY)
+
+pytest: build
+	$(VPY) -m pytest -q tests
+
+test: build lint check pytest
+
+train: build
+	mkdir -p runs
+	$(VPY) -m papermill notebooks/train_role.ipynb runs/train_role_main.ipynb -p role main
+
+clean:
+	$(MAKE) -C native clean
+	rm -rf $(VENV) runs .pytest_cache .mypy_cache .ruff_cache

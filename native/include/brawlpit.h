@@ -1,0 +1,274 @@
+/*
+ * brawlpit.h — the single source of truth for BRAWLPIT's wire protocol and
+ * game constants.  C includes it; Python (brawlkit/constants.py) parses the
+ * `#define BP_*` lines of this file at import time, so no constant is typed
+ * twice.  Keep every `#define BP_...` a plain numeric literal (int, hex, or
+ * float with optional `f`) on one line: that is all the Python parser reads.
+ *
+ * ======================================================================
+ * WIRE FORMAT (protocol version BP_PROTO_VERSION; DESIGN.md §2 is normative)
+ * ======================================================================
+ * All integers little-endian, structs packed (no padding), floats IEEE-754
+ * binary32.  Every datagram starts with a NetHeader:
+ *
+ *   off type field    meaning
+ *   0   u16  magic    BP_MAGIC (0xB17E)
+ *   2   u8   version  BP_PROTO_VERSION
+ *   3   u8   type     BP_PKT_* below
+ *   4   u32  seq      sender's packet sequence number
+ *   8   u32  tick     server tick the packet refers to
+ *
+ * Packet               direction        total bytes   payload after header
+ * HELLO    (1)  client -> server        12 + 8        NetHello
+ * WELCOME  (2)  server -> client        12 + 24       NetWelcome
+ * CMD      (3)  client -> server        12 + 28       UserCmd
+ * SNAPSHOT (4)  server -> client        12 + 16 + 64  MatchState, NetPlayer[2]
+ * BYE      (5)  client -> server        12 + 4        NetBye
+ * RESET    (6)  client -> server        12 + 12       NetReset
+ * ERROR    (7)  server -> client        12 + 40       NetError
+ *
+ * A datagram whose length is not exactly the size above for its type, whose
+ * magic/version is wrong, whose type is unknown or server-bound-invalid, or
+ * whose session token / slot does not match a joined client, is dropped and
+ * counted in the server's drop counters (printed as a `stats` line on stderr
+ * on SIGUSR1 and on exit).  Nothing a peer sends can crash or stall it.
+ *
+ * Session flow:
+ *   client HELLO(want_slot) -> server WELCOME(session, slot, ...) or ERROR.
+ *   A HELLO from an address that already holds a slot re-sends its WELCOME
+ *   (lost-datagram safe).  The match starts (phase PLAYING) once both slots
+ *   are filled (by clients and/or the built-in CPU).
+ *   client CMD(session, tick, cmd_seq, stick, buttons, slot, repeat) ...
+ *   server SNAPSHOT to every joined client (see modes below).
+ *   client RESET(session, seed, cpu_level) -> fresh match, match_id+1.
+ *   client BYE(session) -> slot freed.
+ *
+ * Modes (BP_MODE_*):
+ *   REALTIME     ticks at 60 Hz wall clock, snapshot to each client each tick.
+ *   FASTFORWARD  free-runs at --speed x 60 Hz, snapshot every tick; the latest
+ *                command of each slot is held until replaced.
+ *   LOCKSTEP     the server advances tick t only when every client-held slot
+ *                has a command covering t (cmd.tick <= t < cmd.tick+repeat,
+ *                or cmd.tick > t: ticks before a client's first queued
+ *                command are neutral input, which is how an input delay is
+ *                expressed).  It sends one SNAPSHOT to every client each
+ *                time it stops to wait for input (and in reply to any CMD
+ *                that does not let it advance, so a lost snapshot is
+ *                recovered by re-sending the CMD).
+ */
+#ifndef BRAWLPIT_H
+#define BRAWLPIT_H
+
+#include <stdint.h>
+
+/* ---------------------------------------------------------------- protocol */
+#define BP_MAGIC 0xB17E
+#define BP_PROTO_VERSION 1
+
+#define BP_PKT_HELLO 1
+#define BP_PKT_WELCOME 2
+#define BP_PKT_CMD 3
+#define BP_PKT_SNAPSHOT 4
+#define BP_PKT_BYE 5
+#define BP_PKT_RESET 6
+#define BP_PKT_ERROR 7
+
+#define BP_BTN_JUMP 1
+#define BP_BTN_ATTACK 2
+#define BP_BTN_SPECIAL 4
+#define BP_BTN_SHIELD 8
+#define BP_BTN_MASK 15
+
+#define BP_MODE_REALTIME 0
+#define BP_MODE_FASTFORWARD 1
+#define BP_MODE_LOCKSTEP 2
+
+#define BP_PHASE_WAITING 0
+#define BP_PHASE_PLAYING 1
+#define BP_PHASE_OVER 2
+
+#define BP_WINNER_DRAW 2
+#define BP_WINNER_NONE 255
+
+/* HELLO.want_slot: a slot number, or this for "any free slot" */
+#define BP_SLOT_ANY 255
+/* RESET.cpu_level: keep the current CPU configuration */
+#define BP_CPU_KEEP 255
+/* RESET.cpu_level: no CPU, slot 1 is for a client */
+#define BP_CPU_NONE 0
+#define BP_CPU_LEVEL_MIN 1
+#define BP_CPU_LEVEL_MAX 8
+
+/* UserCmd.repeat upper bound; larger values are dropped as malformed */
+#define BP_MAX_REPEAT 64
+/* how far ahead of the server tick a command may start (ticks) */
+#define BP_MAX_CMD_LEAD 600
+
+#define BP_ERR_FULL 1
+#define BP_ERR_BAD_SLOT 2
+#define BP_ERR_BAD_SESSION 3
+#define BP_ERR_BAD_REQUEST 4
+
+#define BP_PLAYER_FLAG_ON_GROUND 1
+#define BP_PLAYER_FLAG_SHIELDING 2
+#define BP_PLAYER_FLAG_HITSTUN 4
+#define BP_PLAYER_FLAG_ATTACKING 8
+#define BP_PLAYER_FLAG_INVULNERABLE 16
+#define BP_PLAYER_FLAG_OFFSTAGE 32
+
+/* ---------------------------------------------------------------- time */
+#define BP_TICK_HZ 60
+#define BP_MATCH_SECONDS 150
+#define BP_MATCH_TICKS 9000
+#define BP_STOCKS 3
+
+/* ---------------------------------------------------------------- stage
+ * Units are "stage units"; the main stage top surface is y = 0 and spans
+ * x in [-BP_STAGE_HALF_WIDTH, +BP_STAGE_HALF_WIDTH]; the stage is a solid
+ * block down to y = -BP_STAGE_DEPTH.  A fighter whose centre leaves the blast
+ * box loses a stock.  Velocities are units per tick. */
+#define BP_STAGE_HALF_WIDTH 85.0f
+#define BP_STAGE_DEPTH 30.0f
+#define BP_BLAST_X 224.0f
+#define BP_BLAST_TOP 200.0f
+#define BP_BLAST_BOTTOM -108.0f
+/* ledge snap box: horizontal reach outside the edge, depth below the top */
+#define BP_LEDGE_GRAB_X 10.0f
+#define BP_LEDGE_GRAB_Y 14.0f
+#define BP_SPAWN_X 40.0f
+#define BP_SPAWN_Y 0.0f
+#define BP_RESPAWN_Y 60.0f
+#define BP_RESPAWN_INVULN_TICKS 120
+
+/* ---------------------------------------------------------------- fighter */
+#define BP_DAMAGE_MAX 999.0f
+#define BP_SHIELD_MAX 60.0f
+#define BP_FIGHTER_WEIGHT 100.0f
+
+/* ---------------------------------------------------------------- observation
+ * DESIGN.md §4 (normative order, BP_OBS_DIM float32).  Both builders compute in
+ * double from the float32 packet fields and cast each value to float32. */
+#define BP_OBS_DIM 31
+#define BP_ACT_DIM 6
+#define BP_POSTURE_COUNT 5
+#define BP_OBS_POS_X_SCALE 224.0f
+#define BP_OBS_POS_Y_SCALE 200.0f
+#define BP_OBS_VEL_SCALE 6.0f
+#define BP_OBS_DAMAGE_SCALE 300.0f
+#define BP_OBS_DIST_SCALE 448.0f
+#define BP_OBS_CLOSING_SCALE 6.0f
+/* time-to-blast-zone horizon, ticks (1.0 = no danger within it) */
+#define BP_OBS_BLAST_HORIZON_TICKS 120.0f
+#define BP_OBS_DAMAGE_DIFF_SCALE 300.0f
+
+/* ---------------------------------------------------------------- structs */
+#pragma pack(push, 1)
+
+typedef struct {
+    uint16_t magic;
+    uint8_t version;
+    uint8_t type;
+    uint32_t seq;
+    uint32_t tick;
+} NetHeader;
+
+typedef struct {
+    uint32_t session;
+    uint32_t tick;
+    uint32_t cmd_seq;
+    float stick_x;
+    float stick_y;
+    uint32_t buttons;
+    uint8_t slot;
+    uint8_t repeat;
+    uint16_t reserved;
+} UserCmd;
+
+typedef struct {
+    float x;
+    float y;
+    float vx;
+    float vy;
+    float damage;
+    float shield;
+    uint8_t stocks;
+    int8_t facing;
+    uint8_t flags;
+    uint8_t action_state;
+    uint16_t hitstun_ticks;
+    uint8_t jumps_left;
+    uint8_t slot;
+} NetPlayer;
+
+typedef struct {
+    uint32_t match_id;
+    uint32_t ticks_left;
+    uint8_t phase;
+    uint8_t winner;
+    uint8_t n_players;
+    uint8_t mode;
+    uint32_t ack_cmd_seq;
+} MatchState;
+
+typedef struct {
+    NetHeader hdr;
+    MatchState match;
+    NetPlayer players[2];
+} SnapshotPacket;
+
+/* HELLO payload: which slot the client wants (0, 1 or BP_SLOT_ANY), and a
+ * client nonce echoed in WELCOME so a client can tell replies apart. */
+typedef struct {
+    uint8_t want_slot;
+    uint8_t reserved[3];
+    uint32_t nonce;
+} NetHello;
+
+/* WELCOME payload: the session token every later CMD/RESET/BYE must carry. */
+typedef struct {
+    uint32_t session;
+    uint32_t nonce;
+    uint32_t match_id;
+    uint8_t slot;
+    uint8_t mode;
+    uint8_t cpu_level; /* 0 = slot 1 is a client */
+    uint8_t stocks;
+    uint16_t tick_hz;
+    uint16_t reserved;
+    uint32_t match_ticks;
+} NetWelcome;
+
+typedef struct {
+    uint32_t session;
+} NetBye;
+
+/* RESET payload: start a fresh match with this seed; cpu_level as
+ * BP_CPU_KEEP / BP_CPU_NONE / 1..8 (CPU in slot 1). */
+typedef struct {
+    uint32_t session;
+    uint32_t seed;
+    uint8_t cpu_level;
+    uint8_t reserved[3];
+} NetReset;
+
+#define BP_ERROR_TEXT_LEN 36
+typedef struct {
+    uint16_t code;
+    uint16_t reserved;
+    char text[BP_ERROR_TEXT_LEN]; /* NUL-padded ASCII */
+} NetError;
+
+#pragma pack(pop)
+
+_Static_assert(sizeof(NetHeader) == 12, "NetHeader must be 12 bytes");
+_Static_assert(sizeof(UserCmd) == 28, "UserCmd must be 28 bytes");
+_Static_assert(sizeof(NetPlayer) == 32, "NetPlayer must be 32 bytes");
+_Static_assert(sizeof(MatchState) == 16, "MatchState must be 16 bytes");
+_Static_assert(sizeof(SnapshotPacket) == 92, "SNAPSHOT must be 92 bytes");
+_Static_assert(sizeof(NetHello) == 8, "NetHello must be 8 bytes");
+_Static_assert(sizeof(NetWelcome) == 24, "NetWelcome must be 24 bytes");
+_Static_assert(sizeof(NetBye) == 4, "NetBye must be 4 bytes");
+_Static_assert(sizeof(NetReset) == 12, "NetReset must be 12 bytes");
+_Static_assert(sizeof(NetError) == 40, "NetError must be 40 bytes");
+
+#endif /* BRAWLPIT_H */
