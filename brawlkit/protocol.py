@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import ctypes
 import math
-from dataclasses import dataclass
-from typing import TypeVar
+import struct
+from typing import NamedTuple, TypeVar
 
 from brawlkit.constants import C
 
@@ -209,9 +209,8 @@ def parse_payload(data: bytes, cls: type[_P]) -> _P:
     return cls.from_buffer_copy(data, HEADER_SIZE)
 
 
-@dataclass(frozen=True, slots=True)
-class PlayerState:
-    """One decoded ``NetPlayer`` (plain Python numbers, cheap to read)."""
+class PlayerState(NamedTuple):
+    """One decoded ``NetPlayer`` (a NamedTuple: cheapest to build per step)."""
 
     x: float
     y: float
@@ -240,8 +239,7 @@ class PlayerState:
         return bool(self.flags & C.BP_PLAYER_FLAG_SHIELDING)
 
 
-@dataclass(frozen=True, slots=True)
-class Snapshot:
+class Snapshot(NamedTuple):
     """A decoded SNAPSHOT datagram; ``raw`` keeps the exact wire bytes."""
 
     seq: int
@@ -261,27 +259,39 @@ class Snapshot:
         return self.phase == C.BP_PHASE_OVER
 
 
-def _player(p: NetPlayer) -> PlayerState:
-    return PlayerState(
-        p.x, p.y, p.vx, p.vy, p.damage, p.shield, p.stocks, p.facing, p.flags,
-        p.action_state, p.hitstun_ticks, p.jumps_left, p.slot,
-    )
+# struct formats mirror the ctypes layouts above (checked in tests): struct
+# unpacking is ~10x cheaper than ctypes.from_buffer_copy on the per-step path.
+_SNAP = struct.Struct("<HBBI I IIBBBBI ffffffBbBBHBB ffffffBbBBHBB")
+_CMD = struct.Struct("<HBBII IIIffIBBH")
+assert _SNAP.size == 92 and _CMD.size == HEADER_SIZE + ctypes.sizeof(UserCmd)
 
 
 def parse_snapshot(data: bytes) -> Snapshot:
     """Decode a SNAPSHOT datagram (validated) into a :class:`Snapshot`."""
-    hdr = parse_header(data)
-    if hdr.type != C.BP_PKT_SNAPSHOT:
-        raise ProtocolError(f"expected SNAPSHOT, got packet type {hdr.type}")
-    pkt = SnapshotPacket.from_buffer_copy(data)
-    m = pkt.match
-    for p in pkt.players:
-        for name in ("x", "y", "vx", "vy", "damage", "shield"):
-            if not math.isfinite(getattr(p, name)):
-                raise ProtocolError(f"non-finite {name} in snapshot")
+    if len(data) != SNAPSHOT_SIZE:
+        parse_header(data)  # raises with the precise reason
+        raise ProtocolError(f"expected SNAPSHOT of {SNAPSHOT_SIZE} bytes, got {len(data)}")
+    v = _SNAP.unpack(data)
+    if v[0] != C.BP_MAGIC or v[1] != C.BP_PROTO_VERSION or v[2] != C.BP_PKT_SNAPSHOT:
+        parse_header(data)
+        raise ProtocolError(f"expected SNAPSHOT, got packet type {v[2]}")
+    for f in v[12:18] + v[25:31]:
+        if not math.isfinite(f):
+            raise ProtocolError("non-finite float in snapshot")
     return Snapshot(
-        hdr.seq, hdr.tick, m.match_id, m.ticks_left, m.phase, m.winner, m.n_players,
-        m.mode, m.ack_cmd_seq, (_player(pkt.players[0]), _player(pkt.players[1])), bytes(data),
+        v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11],
+        (PlayerState(*v[12:25]), PlayerState(*v[25:38])), data,
+    )
+
+
+def pack_cmd(
+    seq: int, session: int, tick: int, cmd_seq: int, stick_x: float, stick_y: float,
+    buttons: int, slot: int, repeat: int,
+) -> bytes:
+    """A CMD datagram (header + UserCmd); ``tick`` is also the header's tick."""
+    return _CMD.pack(
+        C.BP_MAGIC, C.BP_PROTO_VERSION, C.BP_PKT_CMD, seq & 0xFFFFFFFF, tick & 0xFFFFFFFF,
+        session, tick & 0xFFFFFFFF, cmd_seq & 0xFFFFFFFF, stick_x, stick_y, buttons, slot, repeat, 0,
     )
 
 

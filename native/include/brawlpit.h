@@ -145,6 +145,30 @@
 #define BP_SHIELD_MAX 60.0f
 #define BP_FIGHTER_WEIGHT 100.0f
 
+/* NetPlayer.action_state (sim.c).  A fighter is actionable in IDLE, WALK, AIR
+ * and SHIELD; everything else is a committed move, stun, or not in play. */
+#define BP_AS_IDLE 0
+#define BP_AS_WALK 1
+#define BP_AS_JUMPSQUAT 2
+#define BP_AS_AIR 3
+#define BP_AS_ATTACK 4
+#define BP_AS_SPECIAL 5
+#define BP_AS_UPSPECIAL 6
+#define BP_AS_HELPLESS 7
+#define BP_AS_SHIELD 8
+#define BP_AS_SHIELDSTUN 9
+#define BP_AS_SHIELDBREAK 10
+#define BP_AS_HITSTUN 11
+#define BP_AS_LEDGE 12
+#define BP_AS_LEDGECLIMB 13
+#define BP_AS_LAG 14
+#define BP_AS_RESPAWN 15
+#define BP_AS_DEAD 16
+#define BP_AS_COUNT 17
+/* fighter body (x, y is the bottom centre): hurtbox half-width and height */
+#define BP_FIGHTER_HALF_WIDTH 4.0f
+#define BP_FIGHTER_HEIGHT 14.0f
+
 /* ---------------------------------------------------------------- observation
  * DESIGN.md §4 (normative order, BP_OBS_DIM float32).  Both builders compute in
  * double from the float32 packet fields and cast each value to float32. */

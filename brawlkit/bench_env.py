@@ -1,0 +1,128 @@
+"""``python -m brawlkit bench env``: what do real packets cost?
+
+Measured side by side in one run, with the same random actions:
+
+* ``udp_lockstep``: BrawlpitEnv over UDP against a lockstep server (CPU level 3).
+* ``udp_fastforward``: the same against a free-running server (``--speed``).
+* ``inprocess``: the same simulation through ``libbrawlpit.so`` (ctypes), the
+  same snapshot bytes and the same Python observation builder — no sockets.
+
+The headline is ``ratio_udp_lockstep_vs_inprocess`` (>= 0.5 means the UDP path
+costs no more than the simulation and observation themselves).  Absolute
+rates on shared machines are noise; ratios measured in the same run are not.
+A cProfile of the UDP loop says where its time goes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import os
+import pstats
+import time
+from typing import Any
+
+import numpy as np
+
+from brawlkit.env import BrawlpitEnv, _decode
+from brawlkit.observation import build_observation
+from brawlkit.protocol import parse_snapshot
+from brawlkit.sim import InProcessMatch
+
+
+def _actions(n: int, seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).uniform(-1, 1, size=(n, 6)).astype(np.float32)
+
+
+def bench_udp(mode: str, steps: int, seed: int, speed: float = 1000.0,
+              profile: bool = False) -> tuple[float, str]:
+    acts = _actions(steps, seed)
+    env = BrawlpitEnv(mode=mode, opponent="cpu:3", speed=speed, seed=seed)
+    try:
+        env.reset(seed=seed)
+        for a in acts[:50]:  # warm-up
+            if env.step(a)[2]:
+                env.reset()
+        prof = cProfile.Profile() if profile else None
+        t0 = time.perf_counter()
+        if prof:
+            prof.enable()
+        for a in acts:
+            _, _, term, trunc, _ = env.step(a)
+            if term or trunc:
+                env.reset()
+        if prof:
+            prof.disable()
+        dt = time.perf_counter() - t0
+    finally:
+        env.close()
+    text = ""
+    if prof:
+        buf = io.StringIO()
+        pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(12)
+        text = buf.getvalue()
+    return steps / dt, text
+
+
+def bench_inprocess(steps: int, seed: int, repeat: int = 4) -> float:
+    acts = _actions(steps, seed)
+    m = InProcessMatch(cpu_level=3, seed=seed)
+    try:
+        t0 = time.perf_counter()
+        for a in acts:
+            sx, sy, b = _decode(a)
+            snap = parse_snapshot(m.step(sx, sy, b, repeat))
+            build_observation(snap, 0)
+            if m.over:
+                m.reset(seed)
+        return steps / (time.perf_counter() - t0)
+    finally:
+        m.close()
+
+
+def run(steps: int = 5000, seed: int = 0, profile: bool = True) -> dict[str, Any]:
+    inproc = bench_inprocess(steps, seed)
+    lock, prof_text = bench_udp("lockstep", steps, seed, profile=False)
+    ff, _ = bench_udp("fastforward", steps, seed)
+    if profile:
+        _, prof_text = bench_udp("lockstep", min(steps, 3000), seed, profile=True)
+    return {
+        "steps": steps,
+        "udp_lockstep_steps_per_s": round(lock, 1),
+        "udp_fastforward_steps_per_s": round(ff, 1),
+        "inprocess_steps_per_s": round(inproc, 1),
+        "ratio_udp_lockstep_vs_inprocess": round(lock / inproc, 3),
+        "ratio_udp_fastforward_vs_inprocess": round(ff / inproc, 3),
+        "udp_lockstep_us_per_step": round(1e6 / lock, 1),
+        "inprocess_us_per_step": round(1e6 / inproc, 1),
+        "profile": prof_text,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m brawlkit bench env", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--steps", type=int, default=5000, help="env steps per measurement")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--no-profile", action="store_true", help="skip the cProfile pass")
+    ap.add_argument("--json", action="store_true", help="one JSON object on the last line")
+    args = ap.parse_args(argv)
+    if args.steps < 100:
+        ap.error("--steps must be >= 100 for a meaningful rate")
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    res = run(args.steps, args.seed, profile=not args.no_profile)
+    prof = res.pop("profile")
+    print(f"{'path':<28}{'steps/s':>12}{'us/step':>10}")
+    for key in ("inprocess", "udp_lockstep", "udp_fastforward"):
+        rate = res[f"{key}_steps_per_s"]
+        print(f"{key:<28}{rate:>12.0f}{1e6 / rate:>10.1f}")
+    print(f"ratio udp_lockstep / inprocess = {res['ratio_udp_lockstep_vs_inprocess']:.3f} "
+          "(target >= 0.5)")
+    if prof:
+        print("\nwhere the UDP lockstep loop spends its time (cProfile, by own time):")
+        print("\n".join(prof.strip().splitlines()[:30]))
+    if args.json:
+        print(json.dumps(res))
+    return 0

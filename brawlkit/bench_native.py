@@ -1,0 +1,214 @@
+"""``python -m brawlkit bench native``: the C forward pass against numpy and torch.
+
+One run, one set of weights (a fresh SB3 PPO actor of the project's shape, or a
+given checkpoint), three implementations side by side:
+
+- ``c_ns_per_forward``: ``native/build/brawlpit_policy bench`` times many calls in
+  C itself (no ctypes/process overhead in the number), best of 5 runs;
+  ``c_ref_ns_per_forward`` is the scalar PyTorch-layout path with libm ``tanhf``.
+- ``numpy_ns_per_forward``: :class:`brawlkit.export.NumpyPolicy` on one observation.
+- ``torch_ns_per_forward``: the actor modules (features -> policy_net -> action_net)
+  on a batch-1 tensor, ``torch.set_num_threads(1)``, ``no_grad`` -- the arithmetic
+  ``policy.predict(obs, deterministic=True)`` does; ``torch_predict_ns`` is the whole
+  ``predict`` call with its numpy conversions, for reference.
+
+The arithmetic limit is an estimate for this MLP on an AVX2+FMA core: every
+multiply-add as 8-lane FMAs at 2 per cycle, each tanh as ~12 lane ops plus a
+divide (~5 cycles per 8-lane divps).  ``chain_floor_cycles`` is the latency floor
+that keeping every output's summation order imposes: one dependent add (4 cycles)
+per input of each layer, plus the tanh latency, whatever the vector width.
+Ratios matter, absolute times on shared machines are noise (DESIGN §12).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from brawlkit.constants import repo_root
+from brawlkit.export import ACT_TANH, NumpyPolicy, actor_layers, pack_bpw, parse_bpw
+
+FMA_PER_CYCLE = 2
+LANES = 8
+TANH_OPS_PER_VECTOR = 12
+DIV_CYCLES_PER_VECTOR = 5
+ADD_LATENCY = 4
+TANH_LATENCY = 45
+
+
+def policy_binary() -> Path:
+    """Path of ``brawlpit_policy``, built with ``native/policy.mk`` if missing."""
+    native = repo_root() / "native"
+    exe = native / "build" / "brawlpit_policy"
+    src = [native / "src" / n for n in ("policy.c", "policy.h", "policy_tool.c")]
+    if not exe.exists() or any(s.stat().st_mtime > exe.stat().st_mtime for s in src):
+        subprocess.run(
+            ["make", "-s", "-C", str(native), "-f", "policy.mk", "build/brawlpit_policy"],
+            check=True,
+        )
+    return exe
+
+
+def make_policy(seed: int = 0) -> Any:
+    """A fresh SB3 PPO policy of the project's shape (31 -> 64 tanh -> 64 tanh -> 6)."""
+    import gymnasium as gym
+    import torch
+    from stable_baselines3 import PPO
+
+    class _Spaces(gym.Env):  # type: ignore[misc]
+        observation_space = gym.spaces.Box(-1.0, 1.0, (31,), np.float32)
+        action_space = gym.spaces.Box(-1.0, 1.0, (6,), np.float32)
+
+        def reset(self, *, seed: int | None = None, options: dict | None = None):  # type: ignore[override]
+            return np.zeros(31, np.float32), {}
+
+        def step(self, action):  # type: ignore[override]
+            return np.zeros(31, np.float32), 0.0, False, False, {}
+
+    model = PPO(
+        "MlpPolicy",
+        _Spaces(),
+        seed=seed,
+        device="cpu",
+        n_steps=64,
+        policy_kwargs=dict(net_arch=dict(pi=[64, 64], vf=[64, 64]), activation_fn=torch.nn.Tanh),
+    )
+    return model.policy
+
+
+def _best_ns(fn: Any, n: int, repeats: int = 3) -> float:
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter_ns()
+        for _ in range(n):
+            fn()
+        best = min(best, (time.perf_counter_ns() - t0) / n)
+    return best
+
+
+def arithmetic_limit(layers: list[tuple[int, int, int]]) -> dict[str, float]:
+    """Cycle estimates for a chain of (in, out, activation) layers."""
+    macs = sum(i * o for i, o, _ in layers)
+    n_tanh = sum(o for _, o, a in layers if a == ACT_TANH)
+    vec_tanh = sum(-(-o // LANES) for _, o, a in layers if a == ACT_TANH)
+    mac_cycles = macs / (LANES * FMA_PER_CYCLE)
+    tanh_cycles = vec_tanh * (TANH_OPS_PER_VECTOR / FMA_PER_CYCLE + DIV_CYCLES_PER_VECTOR)
+    chain = sum(ADD_LATENCY * i + (TANH_LATENCY if a == ACT_TANH else 0) for i, _, a in layers)
+    return {
+        "macs": macs,
+        "tanh_count": n_tanh,
+        "arith_limit_cycles": mac_cycles + tanh_cycles,
+        "chain_floor_cycles": float(chain),
+    }
+
+
+def run(json_out: bool = False, checkpoint: str | None = None, n_c: int = 200_000) -> dict:
+    """Measure C / numpy / torch forward on the same weights; print a table (+ JSON line)."""
+    import torch
+
+    from brawlkit.export import load_sb3_policy
+
+    policy = load_sb3_policy(checkpoint) if checkpoint else make_policy()
+    policy.set_training_mode(False)
+    raw = pack_bpw(actor_layers(policy))
+    bpw = parse_bpw(raw)
+    npol = NumpyPolicy(bpw)
+    rng = np.random.default_rng(0)
+    obs = rng.uniform(-1, 1, (1000, bpw.obs_dim)).astype(np.float32)
+
+    exe = policy_binary()
+    with tempfile.TemporaryDirectory() as td:
+        blob = Path(td) / "bench.bpw"
+        blob.write_bytes(raw)
+        (Path(td) / "obs.f32").write_bytes(obs.tobytes())
+        subprocess.run(
+            [str(exe), "forward", str(blob), f"{td}/obs.f32", f"{td}/out.f32"], check=True
+        )
+        c_out = np.fromfile(f"{td}/out.f32", dtype="<f4").reshape(-1, bpw.act_dim)
+        res = subprocess.run(
+            [str(exe), "bench", str(blob), str(n_c)], check=True, capture_output=True, text=True
+        )
+    cvals = dict(line.split() for line in res.stdout.splitlines() if line.strip())
+    c_ns = float(cvals["fast_ns_per_forward"])
+    c_ref_ns = float(cvals["ref_ns_per_forward"])
+    ghz = float(cvals.get("clock_ghz", 0.0)) or 3.0
+
+    old_threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with torch.no_grad():
+            t_in = torch.as_tensor(obs)
+            feats = policy.extract_features(t_in, policy.pi_features_extractor)
+            t_out = policy.action_net(policy.mlp_extractor.forward_actor(feats)).numpy()
+            x1 = torch.as_tensor(obs[:1])
+
+            def torch_fwd() -> None:
+                f = policy.extract_features(x1, policy.pi_features_extractor)
+                policy.action_net(policy.mlp_extractor.forward_actor(f))
+
+            torch_fwd()
+            torch_ns = _best_ns(torch_fwd, 2000)
+        o1 = obs[0]
+        policy.predict(o1, deterministic=True)
+        predict_ns = _best_ns(lambda: policy.predict(o1, deterministic=True), 500)
+    finally:
+        torch.set_num_threads(old_threads)
+    numpy_ns = _best_ns(lambda: npol.forward(o1), 5000)
+
+    lim = arithmetic_limit([(lay.n_in, lay.n_out, lay.activation) for lay in bpw.layers])
+    c_cycles = c_ns * ghz
+    out: dict[str, Any] = {
+        "c_ns_per_forward": round(c_ns, 1),
+        "c_ref_ns_per_forward": round(c_ref_ns, 1),
+        "numpy_ns_per_forward": round(numpy_ns, 1),
+        "torch_ns_per_forward": round(torch_ns, 1),
+        "torch_predict_ns": round(predict_ns, 1),
+        "torch_vs_c": round(torch_ns / c_ns, 1),
+        "numpy_vs_c": round(numpy_ns / c_ns, 1),
+        "torch_predict_vs_c": round(predict_ns / c_ns, 1),
+        "clock_ghz": round(ghz, 3),
+        "c_cycles_per_forward": round(c_cycles),
+        **{k: (round(v) if isinstance(v, float) else v) for k, v in lim.items()},
+        "arith_limit_ns": round(lim["arith_limit_cycles"] / ghz, 1),
+        "c_vs_arith_limit": round(c_cycles / lim["arith_limit_cycles"], 2),
+        "c_vs_chain_floor": round(c_cycles / lim["chain_floor_cycles"], 2),
+        "parity_c_vs_torch": float(np.abs(c_out - t_out).max()),
+        "parity_numpy_vs_torch": float(np.abs(npol.forward(obs) - t_out).max()),
+        "cpu_count": os.cpu_count(),
+    }
+    print("native forward pass (31-64-64-6 MLP, batch 1, same weights)")
+    for key in (
+        "c_ns_per_forward",
+        "c_ref_ns_per_forward",
+        "numpy_ns_per_forward",
+        "torch_ns_per_forward",
+        "torch_predict_ns",
+    ):
+        print(f"  {key:<24} {out[key]:>12,.1f} ns")
+    print(f"  torch / C {out['torch_vs_c']}x   numpy / C {out['numpy_vs_c']}x")
+    print(
+        f"  C {out['c_cycles_per_forward']} cycles at {out['clock_ghz']} GHz; arithmetic limit "
+        f"~{out['arith_limit_cycles']} cycles ({out['macs']} MACs, {out['tanh_count']} tanh) "
+        f"-> {out['c_vs_arith_limit']}x; summation-order chain floor "
+        f"~{out['chain_floor_cycles']} cycles -> {out['c_vs_chain_floor']}x"
+    )
+    print(
+        f"  parity max|C - torch| {out['parity_c_vs_torch']:.3g}  "
+        f"max|numpy - torch| {out['parity_numpy_vs_torch']:.3g}"
+    )
+    if json_out:
+        print(json.dumps(out))
+    return out
+
+
+if __name__ == "__main__":
+    import sys
+
+    run(json_out="--json" in sys.argv)

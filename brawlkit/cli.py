@@ -1,0 +1,66 @@
+"""``python -m brawlkit``: one entry point; notebooks call the same functions.
+
+Each sub-command lives in its own module exposing ``main(argv) -> int``; this
+file only routes, importing the module on demand so ``--help`` and light
+commands never pay for torch.  ``--json`` commands print one JSON object on
+the last line of stdout.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+# command -> (module, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "train": ("brawlkit.train", "train one league role with PPO over real packets"),
+    "eval": ("brawlkit.evaluate", "play a checkpoint against an opponent, print win/draw/loss"),
+    "export": ("brawlkit.export", "export a PPO checkpoint's actor to a .bpw blob"),
+    "parity": ("brawlkit.parity", "C vs Python observation parity over N states"),
+    "parena": ("brawlkit.parena.cli", "PARENA decision-language compiler (compile FILE --emit c|py)"),
+    "cputable": ("brawlkit.cputable", "built-in CPU level-vs-level win-rate table"),
+}
+BENCHES: dict[str, str] = {
+    "env": "brawlkit.bench_env",
+    "native": "brawlkit.bench_native",
+    "train": "brawlkit.bench_train",
+}
+
+USAGE = """usage: python -m brawlkit COMMAND [ARGS...]
+
+commands:
+{commands}
+  bench env|native|train   benchmarks, reported as ratios against a reference
+                           measured in the same run (--json for one JSON line)
+
+`python -m brawlkit COMMAND --help` shows a command's options."""
+
+
+def _usage() -> str:
+    width = max(len(c) for c in COMMANDS)
+    lines = [f"  {c:<{width + 13}}{h}" for c, (_, h) in COMMANDS.items()]
+    return USAGE.format(commands="\n".join(lines))
+
+
+def _run(module: str, argv: list[str]) -> int:
+    mod = importlib.import_module(module)
+    rc = mod.main(argv)
+    return int(rc or 0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(_usage())
+        return 0 if argv else 2
+    cmd, rest = argv[0], argv[1:]
+    if cmd == "bench":
+        if not rest or rest[0] not in BENCHES:
+            print(f"usage: python -m brawlkit bench {{{'|'.join(BENCHES)}}} [--json]",
+                  file=sys.stderr)
+            return 2
+        return _run(BENCHES[rest[0]], rest[1:])
+    if cmd not in COMMANDS:
+        print(f"brawlkit: unknown command {cmd!r}\n\n{_usage()}", file=sys.stderr)
+        return 2
+    return _run(COMMANDS[cmd][0], rest)

@@ -1,0 +1,251 @@
+"""The 31-dim observation (DESIGN.md §4, normative) — twin of ``native/src/obs.c``.
+
+Both builders take the two ``NetPlayer`` structs of one SNAPSHOT and the match
+clock, and produce the same 31 float32 values *bit for bit* (the parity check,
+``brawlkit.parity`` / ``make -C native check``, holds them to 1e-6 and in
+practice finds 0.0).  To make that possible the arithmetic is pinned down here;
+``obs.c`` repeats it line by line.  Change one, change the other, in the same
+commit.
+
+Arithmetic rules (both languages)
+---------------------------------
+* Every packet field is widened to double (exact); every value is computed in
+  double and rounded to float32 exactly once, at the end (numpy's float32 cast
+  and C's ``(float)`` both round to nearest-even).
+* Only ``+ - * /``, ``sqrt``, comparisons and negation are used, each in the same
+  order in both languages.  No ``pow``/``exp``/``log``, no ``fmin``/``fmax``
+  (their NaN rules differ from Python's); clipping is explicit comparisons:
+  ``clip(v, lo, hi) = lo if v < lo else (hi if v > hi else v)``.
+  Division by a scale is a real division (never a multiplication by a
+  precomputed reciprocal, which rounds differently).  C compiles with
+  ``-ffp-contract=off`` (no FMA), SSE2 doubles (no x87), no ``-ffast-math``.
+* Header constants are read from ``brawlpit.h`` (``brawlkit.constants.C``); the
+  C side uses ``(double)BP_*``.  Every constant used here is exactly
+  representable in float32 (a test checks), so the ``f`` suffix cannot make the
+  two sides differ.
+* Non-finite floats never reach the builders: ``parse_snapshot`` and
+  ``bp_obs_from_snapshot`` both reject them.
+
+Values (``s`` = self = the controlled slot, ``o`` = the other fighter)
+----------------------------------------------------------------------
+per fighter, ``p`` in (s, o), 8 values at offsets 0 (self) and 8 (other)::
+
+    +0  clip(x / BP_OBS_POS_X_SCALE, -1, 1)
+    +1  clip(y / BP_OBS_POS_Y_SCALE, -1, 1)
+    +2  clip(vx / BP_OBS_VEL_SCALE, -1, 1)
+    +3  clip(vy / BP_OBS_VEL_SCALE, -1, 1)
+    +4  clip(damage / BP_OBS_DAMAGE_SCALE, 0, 1)
+    +5  clip(stocks / BP_STOCKS, 0, 1)
+    +6  clip(shield / BP_SHIELD_MAX, 0, 1)
+    +7  facing sign: -1.0 if facing < 0 else +1.0   (a 0 byte counts as right)
+
+16..20  one-hot of ``commander_posture`` (neutral, aggressive, patient,
+        edgeguard, recover), compiled from parena/stdlib/brawlpit/commander_mod.prn;
+        its 13 inputs are the raw (un-normalised) doubles
+        s.x s.y s.vx s.vy s.damage s.stocks o.x o.y o.vx o.vy o.damage o.stocks
+        ticks_left.
+
+with ``dx = o.x - s.x``, ``dy = o.y - s.y``, ``dvx = o.vx - s.vx``,
+``dvy = o.vy - s.vy``, ``d = sqrt(dx*dx + dy*dy)``::
+
+    21  clip(dx / BP_OBS_DIST_SCALE, -1, 1)
+    22  clip(dy / BP_OBS_DIST_SCALE, -1, 1)
+    23  clip(d / BP_OBS_DIST_SCALE, 0, 1)
+    24  closing velocity: 0 if d == 0 else
+        clip((-(dvx*dx + dvy*dy) / d) / BP_OBS_CLOSING_SCALE, -1, 1)
+        (positive = the fighters approach each other)
+    25  ttb(s), 26 ttb(o): time to the blast zone by linear extrapolation.
+        0.0 if the fighter is not strictly inside the blast box
+        (-BP_BLAST_X < x < BP_BLAST_X and BP_BLAST_BOTTOM < y < BP_BLAST_TOP);
+        else t = H = BP_OBS_BLAST_HORIZON_TICKS, then
+          vx > 0: t = min(t, (BP_BLAST_X - x) / vx)
+          vx < 0: t = min(t, (-BP_BLAST_X - x) / vx)
+          vy > 0: t = min(t, (BP_BLAST_TOP - y) / vy)
+          vy < 0: t = min(t, (BP_BLAST_BOTTOM - y) / vy)
+        (min as ``if c < t: t = c``), value t / H, in (0, 1]; 1 = no danger
+        within the horizon.  Velocities are stage units per tick.
+    27  self facing toward other:  +1 if dx == 0 or (dx > 0) == (s.facing >= 0)
+        else -1   (tie dx == 0: +1, "facing toward" whichever way)
+    28  other facing toward self:  +1 if dx == 0 or (dx < 0) == (o.facing >= 0)
+        else -1
+    29  clip((s.damage - o.damage) / BP_OBS_DAMAGE_DIFF_SCALE, -1, 1)
+    30  clip((s.stocks - o.stocks) / BP_STOCKS, -1, 1)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from brawlkit.constants import C
+from brawlkit.protocol import PlayerState, Snapshot, parse_snapshot
+
+OBS_DIM: int = int(C.BP_OBS_DIM)
+POSTURES: tuple[str, ...] = ("neutral", "aggressive", "patient", "edgeguard", "recover")
+POSTURE_NEUTRAL, POSTURE_AGGRESSIVE, POSTURE_PATIENT, POSTURE_EDGEGUARD, POSTURE_RECOVER = range(5)
+POSTURE_OFFSET = 16
+
+#: names of the 31 dimensions, in order (for tables and plots)
+OBS_NAMES: tuple[str, ...] = (
+    *(f"self_{n}" for n in ("x", "y", "vx", "vy", "damage", "stocks", "shield", "facing")),
+    *(f"other_{n}" for n in ("x", "y", "vx", "vy", "damage", "stocks", "shield", "facing")),
+    *(f"posture_{p}" for p in POSTURES),
+    "rel_x", "rel_y", "distance", "closing_vel", "self_time_to_blast", "other_time_to_blast",
+    "self_facing_other", "other_facing_self", "damage_diff", "stock_diff",
+)
+assert len(OBS_NAMES) == OBS_DIM
+
+# header constants as Python floats (exactly float32-representable; tested)
+_PX = float(C.BP_OBS_POS_X_SCALE)
+_PY = float(C.BP_OBS_POS_Y_SCALE)
+_VS = float(C.BP_OBS_VEL_SCALE)
+_DS = float(C.BP_OBS_DAMAGE_SCALE)
+_ST = float(C.BP_STOCKS)
+_SH = float(C.BP_SHIELD_MAX)
+_DIST = float(C.BP_OBS_DIST_SCALE)
+_CLOS = float(C.BP_OBS_CLOSING_SCALE)
+_HOR = float(C.BP_OBS_BLAST_HORIZON_TICKS)
+_DDS = float(C.BP_OBS_DAMAGE_DIFF_SCALE)
+_BX = float(C.BP_BLAST_X)
+_BT = float(C.BP_BLAST_TOP)
+_BB = float(C.BP_BLAST_BOTTOM)
+
+#: every header constant the builder uses (the float32-exactness test reads this)
+USED_CONSTANTS: tuple[str, ...] = (
+    "BP_OBS_POS_X_SCALE", "BP_OBS_POS_Y_SCALE", "BP_OBS_VEL_SCALE", "BP_OBS_DAMAGE_SCALE",
+    "BP_STOCKS", "BP_SHIELD_MAX", "BP_OBS_DIST_SCALE", "BP_OBS_CLOSING_SCALE",
+    "BP_OBS_BLAST_HORIZON_TICKS", "BP_OBS_DAMAGE_DIFF_SCALE", "BP_BLAST_X", "BP_BLAST_TOP",
+    "BP_BLAST_BOTTOM",
+)
+
+_ONE_HOT: tuple[tuple[float, ...], ...] = tuple(
+    tuple(1.0 if i == k else 0.0 for i in range(len(POSTURES))) for k in range(len(POSTURES))
+)
+
+
+def _load_commander() -> Callable[..., int]:
+    """``commander_posture`` compiled from the PARENA stdlib (once, cached)."""
+    from brawlkit.parena import load_stdlib_function
+
+    return load_stdlib_function("brawlpit/commander_mod.prn", "commander_posture")
+
+
+commander_posture: Callable[..., int] = _load_commander()
+"""commander_posture(self_x, self_y, self_vx, self_vy, self_damage, self_stocks,
+other_x, other_y, other_vx, other_vy, other_damage, other_stocks, ticks_left) -> int
+(index into :data:`POSTURES`)."""
+
+
+def posture_of(self_p: PlayerState, other_p: PlayerState, ticks_left: int) -> int:
+    """Posture index of ``self_p`` (0 neutral .. 4 recover), see :data:`POSTURES`."""
+    return commander_posture(
+        self_p.x, self_p.y, self_p.vx, self_p.vy, self_p.damage, float(self_p.stocks),
+        other_p.x, other_p.y, other_p.vx, other_p.vy, other_p.damage, float(other_p.stocks),
+        float(ticks_left),
+    )
+
+
+def _ttb(x: float, y: float, vx: float, vy: float) -> float:
+    if not (-_BX < x < _BX and _BB < y < _BT):
+        return 0.0
+    t = _HOR
+    if vx > 0.0:
+        c = (_BX - x) / vx
+        if c < t:
+            t = c
+    elif vx < 0.0:
+        c = (-_BX - x) / vx
+        if c < t:
+            t = c
+    if vy > 0.0:
+        c = (_BT - y) / vy
+        if c < t:
+            t = c
+    elif vy < 0.0:
+        c = (_BB - y) / vy
+        if c < t:
+            t = c
+    return t / _HOR
+
+
+def build_observation_values(
+    self_p: PlayerState, other_p: PlayerState, ticks_left: int
+) -> list[float]:
+    """The 31 observation values as Python floats (doubles, not yet float32)."""
+    out: list[float] = []
+    ap = out.append
+    for p in (self_p, other_p):
+        v = p.x / _PX
+        ap(-1.0 if v < -1.0 else (1.0 if v > 1.0 else v))
+        v = p.y / _PY
+        ap(-1.0 if v < -1.0 else (1.0 if v > 1.0 else v))
+        v = p.vx / _VS
+        ap(-1.0 if v < -1.0 else (1.0 if v > 1.0 else v))
+        v = p.vy / _VS
+        ap(-1.0 if v < -1.0 else (1.0 if v > 1.0 else v))
+        v = p.damage / _DS
+        ap(0.0 if v < 0.0 else (1.0 if v > 1.0 else v))
+        v = p.stocks / _ST
+        ap(0.0 if v < 0.0 else (1.0 if v > 1.0 else v))
+        v = p.shield / _SH
+        ap(0.0 if v < 0.0 else (1.0 if v > 1.0 else v))
+        ap(-1.0 if p.facing < 0 else 1.0)
+
+    out.extend(_ONE_HOT[posture_of(self_p, other_p, ticks_left)])
+
+    sx, sy, ox, oy = self_p.x, self_p.y, other_p.x, other_p.y
+    dx = ox - sx
+    dy = oy - sy
+    dvx = other_p.vx - self_p.vx
+    dvy = other_p.vy - self_p.vy
+    d = math.sqrt(dx * dx + dy * dy)
+    v = dx / _DIST
+    ap(-1.0 if v < -1.0 else (1.0 if v > 1.0 else v))
+    v = dy / _DIST
+    ap(-1.0 if v < -1.0 else (1.0 if v > 1.0 else v))
+    v = d / _DIST
+    ap(0.0 if v < 0.0 else (1.0 if v > 1.0 else v))
+    if d == 0.0:
+        ap(0.0)
+    else:
+        v = (-(dvx * dx + dvy * dy) / d) / _CLOS
+        ap(-1.0 if v < -1.0 else (1.0 if v > 1.0 else v))
+    ap(_ttb(sx, sy, self_p.vx, self_p.vy))
+    ap(_ttb(ox, oy, other_p.vx, other_p.vy))
+    ap(1.0 if dx == 0.0 or (dx > 0.0) == (self_p.facing >= 0) else -1.0)
+    ap(1.0 if dx == 0.0 or (dx < 0.0) == (other_p.facing >= 0) else -1.0)
+    v = (self_p.damage - other_p.damage) / _DDS
+    ap(-1.0 if v < -1.0 else (1.0 if v > 1.0 else v))
+    v = (self_p.stocks - other_p.stocks) / _ST
+    ap(-1.0 if v < -1.0 else (1.0 if v > 1.0 else v))
+    return out
+
+
+def build_observation_from_players(
+    self_p: PlayerState, other_p: PlayerState, ticks_left: int
+) -> np.ndarray:
+    """31 float32 from already-decoded players (what the env calls each step)."""
+    return np.array(build_observation_values(self_p, other_p, ticks_left), dtype=np.float32)
+
+
+def build_observation(snap: bytes | Snapshot, slot: int) -> np.ndarray:
+    """31 float32 (DESIGN §4) from a SNAPSHOT's bytes or a parsed Snapshot, as seen by ``slot``."""
+    if slot not in (0, 1):
+        raise ValueError(f"slot must be 0 or 1, got {slot!r}")
+    if not isinstance(snap, Snapshot):
+        snap = parse_snapshot(bytes(snap))
+    players = snap.players
+    return np.array(
+        build_observation_values(players[slot], players[1 - slot], snap.ticks_left),
+        dtype=np.float32,
+    )
+
+
+def build_observations(snaps: Sequence[bytes | Snapshot], slots: Sequence[int]) -> np.ndarray:
+    """Stack of observations, shape (N, 31) float32 (parity tools, notebooks)."""
+    out = np.empty((len(snaps), OBS_DIM), dtype=np.float32)
+    for i, (s, slot) in enumerate(zip(snaps, slots, strict=True)):
+        out[i] = build_observation(s, slot)
+    return out

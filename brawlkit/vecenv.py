@@ -1,0 +1,129 @@
+"""Vectorised BRAWLPIT envs for SB3.
+
+:class:`BrawlpitVecEnv` keeps all N envs in the trainer's process and, each
+step, sends all N commands (``step_send``) before it reads any snapshot
+(``step_recv``).  The N servers are separate processes, so they tick in
+parallel while this process waits once — no pipes, no extra Python processes
+competing for the two cores (DESIGN §12 calibrates ~25 µs per env-step against
+~60–85 µs stepping them one by one).  ``SubprocVecEnv`` stays available
+(``make_vec_env(..., vec="subproc")``) for comparison; ``python -m brawlkit
+bench train`` measures both.
+
+Auto-reset follows SB3's convention: on ``terminated or truncated`` the last
+observation goes to ``info["terminal_observation"]``, ``info["TimeLimit.truncated"]``
+says whether it was a time limit, and the returned observation is the first
+of the next episode.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
+from stable_baselines3.common.vec_env.base_vec_env import VecEnvStepReturn
+
+VEC_KINDS = ("inproc", "subproc")
+DEFAULT_VEC = "inproc"  # measured faster on 2 cores (see README / bench train)
+
+
+def limit_threads() -> None:
+    """One torch / BLAS thread per process: the cores belong to the servers."""
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    os.environ.setdefault("MKL_NUM_THREADS", "1")
+    try:
+        import torch
+
+        torch.set_num_threads(1)
+    except ImportError:  # pragma: no cover
+        pass
+
+
+class BrawlpitVecEnv(DummyVecEnv):
+    """N envs in one process; all commands go out before any snapshot is read.
+
+    Works with any gym env; envs that offer ``step_send`` / ``step_recv`` (such
+    as :class:`brawlkit.env.BrawlpitEnv`) get the split step, others a plain
+    ``step``.
+    """
+
+    def __init__(self, env_fns: Sequence[Callable[[], gym.Env]]):
+        super().__init__(list(env_fns))
+        self._split = [
+            hasattr(e.unwrapped, "step_send") and hasattr(e.unwrapped, "step_recv") and e is e.unwrapped
+            for e in self.envs
+        ]
+
+    def step_wait(self) -> VecEnvStepReturn:
+        envs, acts = self.envs, self.actions
+        results: list[Any] = [None] * self.num_envs
+        for i, env in enumerate(envs):
+            if self._split[i]:
+                env.step_send(acts[i])  # type: ignore[attr-defined]
+            else:
+                results[i] = env.step(acts[i])
+        for i, env in enumerate(envs):
+            if self._split[i]:
+                results[i] = env.step_recv()  # type: ignore[attr-defined]
+        obs_buf = self.buf_obs[None]
+        for i, (obs, rew, terminated, truncated, info) in enumerate(results):
+            self.buf_rews[i] = rew
+            done = bool(terminated or truncated)
+            self.buf_dones[i] = done
+            info["TimeLimit.truncated"] = bool(truncated and not terminated)
+            if done:
+                info["terminal_observation"] = obs
+                obs, self.reset_infos[i] = self._reset_one(i)
+            obs_buf[i] = obs
+            self.buf_infos[i] = info
+        return obs_buf.copy(), self.buf_rews.copy(), self.buf_dones.copy(), list(self.buf_infos)
+
+    def _reset_one(self, i: int) -> tuple[np.ndarray, dict[str, Any]]:
+        opts = self._options[i]
+        return self.envs[i].reset(**({"options": opts} if opts else {}))
+
+    def reset(self):  # type: ignore[override]
+        obs_buf = self.buf_obs[None]
+        for i, env in enumerate(self.envs):
+            opts = self._options[i]
+            obs, self.reset_infos[i] = env.reset(seed=self._seeds[i], **({"options": opts} if opts else {}))
+            obs_buf[i] = obs
+        self._reset_seeds()
+        self._reset_options()
+        return obs_buf.copy()
+
+
+class NextOpponent(gym.Wrapper):
+    """Holds the opponent for the env's next episode (for envs in subprocesses).
+
+    With ``SubprocVecEnv`` the trainer's :class:`~brawlkit.train.OpponentSampler`
+    cannot be called from inside the worker, so the trainer pushes the next
+    pick with ``venv.env_method("set_next_opponent", spec, indices=[i])`` when
+    episode *i* ends; the worker has already auto-reset by then, so the pick
+    applies one episode later (documented lag of the subproc path).
+    """
+
+    def __init__(self, env: gym.Env, first: str | None = None):
+        super().__init__(env)
+        self.next_opponent = first
+
+    def set_next_opponent(self, spec: str) -> None:
+        self.next_opponent = spec
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        options = dict(options or {})
+        if self.next_opponent is not None and "opponent" not in options:
+            options["opponent"] = self.next_opponent
+        return self.env.reset(seed=seed, options=options)
+
+
+def make_vec_env(env_fns: Sequence[Callable[[], gym.Env]], vec: str = DEFAULT_VEC) -> VecEnv:
+    """``inproc`` (:class:`BrawlpitVecEnv`) or ``subproc`` (SB3 ``SubprocVecEnv``, fork)."""
+    if vec == "inproc":
+        return BrawlpitVecEnv(env_fns)
+    if vec == "subproc":
+        return SubprocVecEnv(list(env_fns), start_method="fork")
+    raise ValueError(f"vec must be one of {VEC_KINDS}, got {vec!r}")

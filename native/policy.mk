@@ -1,0 +1,40 @@
+# policy.mk — native policy blob loader/forward (policy.c), its CLI, the ASan
+# fuzz build, the C tests and the native bot.  Included by native/Makefile
+# (`include policy.mk`); also usable alone: make -C native -f policy.mk <target>.
+# Variables are prefixed BPW_ so they never clash with the including Makefile.
+
+BPW_CC ?= cc
+BPW_CFLAGS ?= -std=c11 -O2 -Wall -Wextra -Werror -Iinclude -Isrc
+BPW_ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all -g
+BPW_LIBS := -llz4 -lm
+BPW_DEPS := src/policy.c src/policy.h
+
+.PHONY: policy check-policy policy-asan
+
+policy: build/brawlpit_policy build/libbpwpolicy.so
+
+build/brawlpit_policy: src/policy_tool.c $(BPW_DEPS)
+	@mkdir -p build
+	$(BPW_CC) $(BPW_CFLAGS) -o $@ src/policy_tool.c src/policy.c $(BPW_LIBS)
+
+build/libbpwpolicy.so: $(BPW_DEPS)
+	@mkdir -p build
+	$(BPW_CC) $(BPW_CFLAGS) -fPIC -shared -o $@ src/policy.c $(BPW_LIBS)
+
+policy-asan: build/asan/brawlpit_policy
+
+build/asan/brawlpit_policy: src/policy_tool.c $(BPW_DEPS)
+	@mkdir -p build/asan
+	$(BPW_CC) $(BPW_CFLAGS) -O1 $(BPW_ASAN_FLAGS) -o $@ src/policy_tool.c src/policy.c $(BPW_LIBS)
+
+build/test_policy: tests/test_policy.c $(BPW_DEPS)
+	@mkdir -p build
+	$(BPW_CC) $(BPW_CFLAGS) -o $@ tests/test_policy.c src/policy.c $(BPW_LIBS)
+
+build/asan/test_policy: tests/test_policy.c $(BPW_DEPS)
+	@mkdir -p build/asan
+	$(BPW_CC) $(BPW_CFLAGS) -O1 $(BPW_ASAN_FLAGS) -o $@ tests/test_policy.c src/policy.c $(BPW_LIBS)
+
+check-policy: build/test_policy build/asan/test_policy build/brawlpit_policy build/asan/brawlpit_policy
+	./build/test_policy
+	./build/asan/test_policy

@@ -1,0 +1,367 @@
+/*
+ * cpu.c — the built-in heuristic CPU, levels 1..8.
+ *
+ * It plays from the same NetPlayer view a client gets.  Levels differ in
+ *   - reaction delay: it sees the opponent as it was `delay` ticks ago,
+ *   - decision cadence: it re-plans only every `period` ticks (in between it
+ *     holds its stick and releases buttons),
+ *   - aggression (chance to approach when out of range), spacing error,
+ *     sloppiness (chance of a random/wrong decision), shield use, punishing,
+ *     edgeguarding, and recovery quality (double jump + up-special timing).
+ * All randomness comes from its own xorshift PRNG seeded at creation, so a CPU
+ * match is a pure function of (levels, seeds, input stream).
+ */
+#include "cpu.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define HIST 64
+#define EDGE BP_STAGE_HALF_WIDTH
+
+typedef struct {
+    int delay, period;
+    float aggr, err, sloppy, shield, edgeguard, recover, punish, kill_pct, anti_air;
+} Level;
+
+/* index 0 = level 1 */
+static const Level LEVELS[8] = {
+    /* delay period aggr  err  sloppy shield edgeg recover punish kill anti_air */
+    {30, 12, 0.12f, 10.0f, 0.35f, 0.00f, 0.00f, 0.35f, 0.00f, 170.0f, 0.00f},
+    {22, 9, 0.22f, 8.0f, 0.25f, 0.05f, 0.00f, 0.50f, 0.10f, 150.0f, 0.10f},
+    {16, 7, 0.32f, 6.0f, 0.17f, 0.12f, 0.15f, 0.65f, 0.25f, 135.0f, 0.25f},
+    {12, 5, 0.42f, 5.0f, 0.11f, 0.20f, 0.35f, 0.75f, 0.40f, 120.0f, 0.40f},
+    {9, 4, 0.52f, 4.0f, 0.07f, 0.30f, 0.55f, 0.85f, 0.55f, 110.0f, 0.55f},
+    {6, 3, 0.62f, 3.0f, 0.04f, 0.40f, 0.70f, 0.92f, 0.70f, 100.0f, 0.70f},
+    {4, 2, 0.70f, 2.0f, 0.02f, 0.50f, 0.85f, 0.97f, 0.85f, 95.0f, 0.85f},
+    {2, 1, 0.78f, 1.0f, 0.01f, 0.60f, 1.00f, 1.00f, 1.00f, 90.0f, 1.00f},
+};
+
+struct BpCpu {
+    int level;
+    Level p;
+    uint32_t rng;
+    NetPlayer hist[HIST][2];
+    uint32_t n, last_tick, match_id;
+    int wait;            /* ticks until the next decision */
+    BpInput hold;        /* stick held between decisions (buttons released) */
+    uint32_t hold_btn;   /* buttons held between decisions (shield, full hop) */
+    int hold_btn_ticks;  /* how long hold_btn stays held */
+    int rec_good;        /* recovery quality rolled per offstage episode */
+    int was_off;
+    int upb_done;        /* we used up-special this airtime */
+};
+
+static uint32_t rng_next(uint32_t *st) {
+    uint32_t x = *st;
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    *st = x;
+    return x;
+}
+static float frand(BpCpu *c) { return (float)(rng_next(&c->rng) >> 8) * (1.0f / 16777216.0f); }
+static float absf(float v) { return v < 0.0f ? -v : v; }
+static float sgn(float v) { return v < 0.0f ? -1.0f : 1.0f; }
+static float clampf(float v, float lo, float hi) { return v < lo ? lo : (v > hi ? hi : v); }
+
+static uint32_t mix_seed(uint32_t seed, uint32_t salt) {
+    uint32_t z = seed * 0x9E3779B9u + salt * 0x85EBCA6Bu + 0x632BE5ABu;
+    z = (z ^ (z >> 16)) * 0x7FEB352Du;
+    z = (z ^ (z >> 15)) * 0x846CA68Bu;
+    z ^= z >> 16;
+    return z ? z : 0x2545F491u;
+}
+
+BpCpu *bp_cpu_create(int level, uint32_t seed) {
+    if (level < BP_CPU_LEVEL_MIN || level > BP_CPU_LEVEL_MAX) return NULL;
+    BpCpu *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->level = level;
+    c->p = LEVELS[level - 1];
+    bp_cpu_reset(c, seed);
+    return c;
+}
+
+void bp_cpu_destroy(BpCpu *c) { free(c); }
+int bp_cpu_level(const BpCpu *c) { return c ? c->level : 0; }
+
+void bp_cpu_reset(BpCpu *c, uint32_t seed) {
+    int level = c->level;
+    Level p = c->p;
+    memset(c, 0, sizeof *c);
+    c->level = level;
+    c->p = p;
+    c->rng = mix_seed(seed, (uint32_t)level);
+    c->last_tick = UINT32_MAX;
+}
+
+/* ------------------------------------------------------------ decisions */
+static BpInput in_make(float sx, float sy, uint32_t b) {
+    BpInput in = {sx, sy, b};
+    return in;
+}
+
+static int is_dead(const NetPlayer *p) {
+    return p->action_state == BP_AS_DEAD || p->action_state == BP_AS_RESPAWN;
+}
+static int punishable(const NetPlayer *p) {
+    switch (p->action_state) {
+    case BP_AS_LAG:
+    case BP_AS_SHIELDBREAK:
+    case BP_AS_HELPLESS:
+        return 1;
+    case BP_AS_ATTACK:
+    case BP_AS_SPECIAL:
+        return 1; /* committed to a move: a whiff can be punished */
+    default:
+        return 0;
+    }
+}
+
+/* Offstage recovery: drift home, double jump, up-special at the right spot. */
+static BpInput recover(BpCpu *c, const NetPlayer *me) {
+    float s = sgn(me->x), toward = -s;
+    float gx = absf(me->x) - EDGE; /* horizontal gap to the edge, > 0 outside */
+    float y = me->y;
+    int good = c->rec_good;
+    if (me->action_state == BP_AS_HELPLESS || me->action_state == BP_AS_UPSPECIAL)
+        return in_make(toward, 0.0f, 0);
+    if (me->action_state != BP_AS_AIR) return in_make(toward, 0.0f, 0);
+    float sx = toward;
+    if (!good && frand(c) < 0.3f) sx = 0.0f; /* sloppy: forgets to drift */
+    /* double jump: when falling below the ledge line, or far out */
+    if (me->jumps_left > 0 && me->vy < 0.0f) {
+        float jump_below = good ? -8.0f : -30.0f - 30.0f * frand(c);
+        if (y < jump_below || (good && gx > 45.0f && y < 30.0f)) return in_make(sx, 0.0f, BP_BTN_JUMP);
+    }
+    if (!c->upb_done && gx > 0.0f) {
+        int use = 0;
+        if (good) {
+            /* up-B once out of jumps (or low), close enough to reach the wall/ledge */
+            use = (me->jumps_left == 0 || y < -45.0f) && y < 4.0f && gx < 30.0f && me->vy < 0.5f;
+            if (y < -60.0f && gx < 34.0f) use = 1;
+        } else {
+            use = (y < -20.0f && frand(c) < 0.25f) || y < -70.0f; /* early/late, any distance */
+        }
+        if (use) {
+            float k = good ? clampf((gx + 3.0f) / 30.8f, 0.25f, 1.0f) : frand(c);
+            c->upb_done = 1;
+            return in_make(toward * k, 1.0f, BP_BTN_SPECIAL);
+        }
+    }
+    return in_make(sx, 0.0f, 0);
+}
+
+static BpInput ledge_option(BpCpu *c, const NetPlayer *me, const NetPlayer *op) {
+    float s = sgn(me->x);
+    float near = absf(op->x - me->x);
+    /* good CPUs wait out an opponent standing over the ledge with a move out */
+    if (near < 22.0f && (op->flags & BP_PLAYER_FLAG_ATTACKING) && frand(c) < c->p.punish) return in_make(0, 0, 0);
+    float r = frand(c);
+    if (r < 0.5f) return in_make(-s, 0.0f, 0); /* climb */
+    if (r < 0.85f) return in_make(-s * 0.5f, 0.0f, BP_BTN_JUMP);
+    return in_make(0, 0, BP_BTN_ATTACK); /* climb (attack getup) */
+}
+
+static BpInput neutral(BpCpu *c, const NetPlayer *me, const NetPlayer *op, uint32_t *hold_btn, int *hold_ticks) {
+    const Level *L = &c->p;
+    float dx = op->x - me->x, dy = op->y - me->y;
+    float dist = absf(dx), face = sgn(dx);
+    int me_ground = (me->flags & BP_PLAYER_FLAG_ON_GROUND) != 0;
+    int op_off = (op->flags & BP_PLAYER_FLAG_OFFSTAGE) != 0 && !is_dead(op);
+    int op_inv = (op->flags & BP_PLAYER_FLAG_INVULNERABLE) != 0;
+    float err = (frand(c) * 2.0f - 1.0f) * L->err;
+
+    if (is_dead(op) || op_inv) { /* nothing to hit: drift to centre-ish */
+        float target = 0.0f;
+        if (absf(me->x - target) > 20.0f) return in_make(sgn(target - me->x) * 0.5f, 0, 0);
+        return in_make(0, 0, 0);
+    }
+
+    /* shield a perceived incoming attack */
+    if (me_ground && (op->flags & BP_PLAYER_FLAG_ATTACKING) && dist < 26.0f && (float)op->facing == -face &&
+        me->shield > 15.0f && frand(c) < L->shield) {
+        *hold_btn = BP_BTN_SHIELD;
+        *hold_ticks = 8 + (int)(frand(c) * 10.0f);
+        return in_make(0, 0, BP_BTN_SHIELD);
+    }
+
+    /* edgeguard: opponent offstage */
+    if (op_off && frand(c) < L->edgeguard) {
+        float s = sgn(op->x);
+        float stand = s * (EDGE - 4.0f);
+        if (absf(op->x - me->x) < 15.0f + err * 0.5f && dy > -14.0f && dy < 12.0f && (float)me->facing == s) {
+            int finisher = op->damage > L->kill_pct - 40.0f && me_ground && frand(c) < 0.5f;
+            return in_make(s * 0.5f, 0, finisher ? BP_BTN_SPECIAL : BP_BTN_ATTACK);
+        }
+        if (absf(me->x - stand) > 3.0f) return in_make(sgn(stand - me->x) * 0.55f, 0, 0);
+        return in_make(s * 0.25f, 0, 0); /* face out, stay */
+    }
+
+    /* punish a committed opponent */
+    if (punishable(op) && dist < 30.0f && frand(c) < L->punish) {
+        if (dist < 20.0f && absf(dy) < 12.0f) {
+            int kill = op->damage > L->kill_pct - (absf(op->x) > 50.0f ? 25.0f : 0.0f);
+            return in_make(face * 0.4f, 0, kill ? BP_BTN_SPECIAL : BP_BTN_ATTACK);
+        }
+        return in_make(face, 0, 0);
+    }
+
+    /* in range: hit */
+    float range = (me_ground ? 14.0f : 15.0f) + err;
+    if (dist < range && absf(dy) < 12.0f) {
+        if (op->flags & BP_PLAYER_FLAG_SHIELDING) {
+            /* pressure shields with the finisher (big shield damage) or wait */
+            if (frand(c) < 0.5f) return in_make(face * 0.4f, 0, BP_BTN_SPECIAL);
+            return in_make(-face * 0.5f, 0, 0);
+        }
+        float kill_at = L->kill_pct - (absf(op->x) > 50.0f ? 25.0f : 0.0f);
+        if (op->damage > kill_at && dist < 20.0f && frand(c) < 0.7f) return in_make(face * 0.4f, 0, BP_BTN_SPECIAL);
+        return in_make(face * 0.4f, 0, BP_BTN_ATTACK);
+    }
+    if (dist < 22.0f + err && absf(dy) < 12.0f && op->damage > L->kill_pct && me_ground && frand(c) < 0.3f)
+        return in_make(face * 0.4f, 0, BP_BTN_SPECIAL);
+    /* anti-air: opponent above */
+    if (me_ground && dy > 8.0f && dy < 40.0f && dist < 22.0f && frand(c) < L->anti_air) {
+        *hold_btn = BP_BTN_JUMP;
+        *hold_ticks = 4;
+        return in_make(face * 0.5f, 0, BP_BTN_JUMP);
+    }
+    if (!me_ground && dist < 18.0f && absf(dy) < 14.0f) return in_make(face * 0.5f, 0, BP_BTN_ATTACK);
+
+    /* stay away from the edge */
+    if (absf(me->x) > EDGE - 12.0f && sgn(me->x) == -face) return in_make(face, 0, 0);
+    if (absf(me->x) > EDGE - 8.0f) return in_make(-sgn(me->x) * 0.5f, 0, 0);
+
+    if (frand(c) < L->aggr) {
+        float sx = dist > 40.0f ? face : face * 0.55f;
+        if (!me_ground) sx = face;
+        return in_make(sx, 0, 0);
+    }
+    /* idle / small shuffle */
+    float r = frand(c);
+    if (r < 0.2f) return in_make(-face * 0.4f, 0, 0);
+    return in_make(0, 0, 0);
+}
+
+BpInput bp_cpu_think(BpCpu *c, const BpSim *s, int slot) {
+    BpInput out = {0.0f, 0.0f, 0u};
+    if (!c || !s || slot < 0 || slot > 1) return out;
+    uint32_t t = bp_sim_tick(s);
+    uint32_t mid = bp_sim_match_id(s);
+    if (c->last_tick == UINT32_MAX || t < c->last_tick || mid != c->match_id || t > c->last_tick + 1) {
+        c->n = 0; /* new match (or a jump in time): forget the past */
+        c->wait = 0;
+        c->hold_btn_ticks = 0;
+        c->upb_done = 0;
+        c->was_off = 0;
+    }
+    c->last_tick = t;
+    c->match_id = mid;
+    NetPlayer now[2];
+    bp_sim_players(s, now);
+    memcpy(c->hist[c->n % HIST], now, sizeof now);
+    c->n++;
+    uint32_t d = (uint32_t)c->p.delay;
+    if (d >= c->n) d = c->n - 1;
+    const NetPlayer *me = &now[slot];
+    const NetPlayer *op = &c->hist[(c->n - 1 - d) % HIST][1 - slot];
+
+    /* bookkeeping on our own (current) state */
+    int off = (me->flags & BP_PLAYER_FLAG_OFFSTAGE) && !(me->flags & BP_PLAYER_FLAG_ON_GROUND) && !is_dead(me);
+    if ((me->flags & BP_PLAYER_FLAG_ON_GROUND) || me->action_state == BP_AS_LEDGE ||
+        me->action_state == BP_AS_HITSTUN || is_dead(me))
+        c->upb_done = 0;
+    if (off && !c->was_off) c->rec_good = frand(c) < c->p.recover;
+    c->was_off = off;
+
+    uint32_t held = 0;
+    if (c->hold_btn_ticks > 0) {
+        c->hold_btn_ticks--;
+        held = c->hold_btn;
+    }
+    /* offstage: recovery is urgent, decide at a faster cadence */
+    int cadence = off ? (c->p.period + 1) / 2 : c->p.period;
+    if (c->wait > 0) {
+        c->wait--;
+        out = c->hold;
+        out.buttons = held;
+        return out;
+    }
+    c->wait = cadence - 1 + (int)(frand(c) * 2.0f);
+
+    uint32_t hold_btn = 0;
+    int hold_ticks = 0;
+    if (is_dead(me)) {
+        out = in_make(0, 0, 0);
+        if (me->action_state == BP_AS_RESPAWN && frand(c) < 0.1f) out = in_make(-sgn(me->x) * 0.3f, 0, 0);
+    } else if (me->action_state == BP_AS_LEDGE) {
+        out = ledge_option(c, me, op);
+    } else if (off) {
+        out = recover(c, me);
+        if (out.buttons & BP_BTN_JUMP) {
+            hold_btn = BP_BTN_JUMP;
+            hold_ticks = 2;
+        }
+    } else if (frand(c) < c->p.sloppy) {
+        static const uint32_t rb[6] = {0, 0, BP_BTN_ATTACK, BP_BTN_JUMP, BP_BTN_SPECIAL, BP_BTN_SHIELD};
+        out = in_make(frand(c) * 2.0f - 1.0f, frand(c) < 0.2f ? 1.0f : 0.0f, rb[rng_next(&c->rng) % 6u]);
+        if (out.buttons == BP_BTN_SHIELD) {
+            hold_btn = BP_BTN_SHIELD;
+            hold_ticks = 10;
+        }
+    } else {
+        out = neutral(c, me, op, &hold_btn, &hold_ticks);
+    }
+    if (hold_ticks > 0) {
+        c->hold_btn = hold_btn;
+        c->hold_btn_ticks = hold_ticks;
+        if (c->wait < hold_ticks) c->wait = hold_ticks;
+    } else {
+        c->hold_btn_ticks = 0;
+    }
+    c->hold = out;
+    c->hold.buttons = 0;
+    return out;
+}
+
+/* ------------------------------------------------------------ helpers */
+int bp_sim_step_cpu(BpSim *s, const BpInput *in0, BpCpu *cpu1, int n_ticks) {
+    int n = 0;
+    while (n < n_ticks && bp_sim_phase(s) == BP_PHASE_PLAYING) {
+        BpInput in[2];
+        in[0] = in0 ? *in0 : (BpInput){0.0f, 0.0f, 0u};
+        in[1] = cpu1 ? bp_cpu_think(cpu1, s, 1) : (BpInput){0.0f, 0.0f, 0u};
+        bp_sim_step(s, in);
+        n++;
+    }
+    return n;
+}
+
+uint8_t bp_match_cpu_vs_cpu_ex(int level0, int level1, uint32_t seed, uint32_t *ticks, NetPlayer out_final[2]) {
+    BpSim *s = bp_sim_create();
+    BpCpu *a = bp_cpu_create(level0, mix_seed(seed, 101u));
+    BpCpu *b = bp_cpu_create(level1, mix_seed(seed, 202u));
+    uint8_t w = BP_WINNER_NONE;
+    if (s && a && b) {
+        bp_sim_reset(s, seed, 1);
+        while (bp_sim_phase(s) == BP_PHASE_PLAYING) {
+            BpInput in[2];
+            in[0] = bp_cpu_think(a, s, 0);
+            in[1] = bp_cpu_think(b, s, 1);
+            bp_sim_step(s, in);
+        }
+        w = bp_sim_winner(s);
+        if (ticks) *ticks = bp_sim_tick(s);
+        if (out_final) bp_sim_players(s, out_final);
+    }
+    bp_cpu_destroy(a);
+    bp_cpu_destroy(b);
+    bp_sim_destroy(s);
+    return w;
+}
+
+uint8_t bp_match_cpu_vs_cpu(int level0, int level1, uint32_t seed) {
+    return bp_match_cpu_vs_cpu_ex(level0, level1, seed, NULL, NULL);
+}

@@ -1,0 +1,671 @@
+/*
+ * policy.c — .bpw loader (raw / LZ4 frame / shuffled LZ4) and MLP forward pass.
+ * See policy.h for the format and the guarantees.  libc + libm + liblz4 only.
+ */
+#include "policy.h"
+
+#include <errno.h>
+#include <lz4frame.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* 8-float vectors (GCC/Clang vector extensions): two SSE registers on the
+ * x86-64 baseline, one AVX register in the avx2 clone.  Lane-wise IEEE mul and
+ * add, no contraction (-std=c11 implies -ffp-contract=off), so every clone
+ * gives bit-identical results. */
+typedef float v8f __attribute__((vector_size(32)));
+typedef int32_t v8i __attribute__((vector_size(32)));
+#define VW 8
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(BP_POLICY_NO_CLONES)
+#define BP_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define BP_CLONES
+#endif
+
+typedef struct {
+    int in, out, out_pad, act;
+    float *w;  /* out x in, PyTorch row-major (reference path) */
+    float *wt; /* in x out_pad, transposed, zero-padded (fast path) */
+    float *b;  /* out_pad, zero-padded */
+} BpLayer;
+
+struct BpPolicy {
+    int n_layers, obs_dim, act_dim, kind, max_pad;
+    BpLayer layers[BP_POLICY_MAX_LAYERS];
+    float *mem;        /* one allocation for all arrays */
+    float *buf0, *buf1; /* scratch, max_pad floats each */
+};
+
+/* ------------------------------------------------------------------ errors */
+
+static _Thread_local char g_err[256];
+
+static void set_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void set_err(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(g_err, sizeof g_err, fmt, ap);
+    va_end(ap);
+}
+
+const char *bp_policy_last_error(void) { return g_err; }
+
+static void copy_err(char *err, size_t errlen)
+{
+    if (err && errlen) {
+        snprintf(err, errlen, "%s", g_err);
+    }
+}
+
+/* ------------------------------------------------------------------ bytes */
+
+static uint32_t rd32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
+           ((uint32_t)p[3] << 24);
+}
+
+static float rdf32(const uint8_t *p)
+{
+    uint32_t u = rd32(p);
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* ------------------------------------------------------------------ LZ4 */
+
+/* Decompress one LZ4 frame that must span exactly src[0..n).  Output is
+ * malloc'ed, at most BP_POLICY_MAX_RAW_BYTES.  Returns 0 or -1 (g_err set). */
+static int lz4_frame_decode(const uint8_t *src, size_t n, const char *what, uint8_t **out,
+                            size_t *out_len)
+{
+    LZ4F_dctx *dctx = NULL;
+    uint8_t *dst = NULL;
+    int rc = -1;
+    *out = NULL;
+    *out_len = 0;
+    if (LZ4F_isError(LZ4F_createDecompressionContext(&dctx, LZ4F_VERSION))) {
+        set_err("bpw: %s: cannot create LZ4 context", what);
+        return -1;
+    }
+    LZ4F_frameInfo_t info;
+    memset(&info, 0, sizeof info);
+    size_t consumed = n;
+    size_t r = LZ4F_getFrameInfo(dctx, &info, src, &consumed);
+    if (LZ4F_isError(r)) {
+        set_err("bpw: %s: bad LZ4 frame header (%s)", what, LZ4F_getErrorName(r));
+        goto done;
+    }
+    if (info.contentSize > BP_POLICY_MAX_RAW_BYTES) {
+        set_err("bpw: %s: LZ4 content size %llu exceeds limit %u", what,
+                (unsigned long long)info.contentSize, BP_POLICY_MAX_RAW_BYTES);
+        goto done;
+    }
+    /* +1 so that "more than the limit" is detectable */
+    const size_t hard_cap = (size_t)BP_POLICY_MAX_RAW_BYTES + 1;
+    size_t cap = info.contentSize ? (size_t)info.contentSize + 1 : (size_t)64 << 10;
+    size_t produced = 0, pos = consumed;
+    dst = malloc(cap);
+    if (!dst) {
+        set_err("bpw: %s: out of memory", what);
+        goto done;
+    }
+    for (;;) {
+        size_t dst_sz = cap - produced, src_sz = n - pos;
+        r = LZ4F_decompress(dctx, dst + produced, &dst_sz, src + pos, &src_sz, NULL);
+        if (LZ4F_isError(r)) {
+            set_err("bpw: %s: corrupt LZ4 frame (%s)", what, LZ4F_getErrorName(r));
+            goto done;
+        }
+        pos += src_sz;
+        produced += dst_sz;
+        if (produced > BP_POLICY_MAX_RAW_BYTES) {
+            set_err("bpw: %s: decompressed size exceeds limit %u", what,
+                    BP_POLICY_MAX_RAW_BYTES);
+            goto done;
+        }
+        if (r == 0) {
+            break; /* frame complete (checksums verified by liblz4) */
+        }
+        if (produced == cap) {
+            size_t ncap = cap * 2 > hard_cap ? hard_cap : cap * 2;
+            uint8_t *nd = realloc(dst, ncap);
+            if (!nd) {
+                set_err("bpw: %s: out of memory", what);
+                goto done;
+            }
+            dst = nd;
+            cap = ncap;
+            continue;
+        }
+        if (pos >= n) {
+            set_err("bpw: %s: truncated LZ4 frame", what);
+            goto done;
+        }
+        if (src_sz == 0 && dst_sz == 0) {
+            set_err("bpw: %s: LZ4 decoder made no progress", what);
+            goto done;
+        }
+    }
+    if (pos != n) {
+        set_err("bpw: %s: %zu trailing bytes after LZ4 frame", what, n - pos);
+        goto done;
+    }
+    *out = dst;
+    *out_len = produced;
+    dst = NULL;
+    rc = 0;
+done:
+    free(dst);
+    LZ4F_freeDecompressionContext(dctx);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ raw */
+
+static size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
+
+static BpPolicy *parse_raw(const uint8_t *d, size_t n, int kind)
+{
+    if (n < 20) {
+        set_err("bpw: truncated header (%zu bytes < 20)", n);
+        return NULL;
+    }
+    if (memcmp(d, "BPW1", 4) != 0) {
+        set_err("bpw: bad magic %02x %02x %02x %02x (want BPW1)", d[0], d[1], d[2], d[3]);
+        return NULL;
+    }
+    uint32_t version = rd32(d + 4), n_layers = rd32(d + 8), obs_dim = rd32(d + 12),
+             act_dim = rd32(d + 16);
+    if (version != BP_POLICY_VERSION) {
+        set_err("bpw: unknown version %u (this loader knows %d)", version, BP_POLICY_VERSION);
+        return NULL;
+    }
+    if (n_layers < 1 || n_layers > BP_POLICY_MAX_LAYERS) {
+        set_err("bpw: n_layers %u outside 1..%d", n_layers, BP_POLICY_MAX_LAYERS);
+        return NULL;
+    }
+    if (obs_dim < 1 || obs_dim > BP_POLICY_MAX_DIM || act_dim < 1 ||
+        act_dim > BP_POLICY_MAX_DIM) {
+        set_err("bpw: obs_dim %u / act_dim %u outside 1..%d", obs_dim, act_dim,
+                BP_POLICY_MAX_DIM);
+        return NULL;
+    }
+    size_t table_end = 20 + 12 * (size_t)n_layers;
+    if (n < table_end) {
+        set_err("bpw: truncated layer table (%zu bytes < %zu)", n, table_end);
+        return NULL;
+    }
+    uint32_t lin[BP_POLICY_MAX_LAYERS], lout[BP_POLICY_MAX_LAYERS], lact[BP_POLICY_MAX_LAYERS];
+    uint64_t total = table_end;
+    uint32_t prev = obs_dim;
+    for (uint32_t i = 0; i < n_layers; i++) {
+        const uint8_t *e = d + 20 + 12 * (size_t)i;
+        lin[i] = rd32(e);
+        lout[i] = rd32(e + 4);
+        lact[i] = rd32(e + 8);
+        if (lin[i] < 1 || lin[i] > BP_POLICY_MAX_DIM || lout[i] < 1 ||
+            lout[i] > BP_POLICY_MAX_DIM) {
+            set_err("bpw: layer %u dims in=%u out=%u outside 1..%d", i, lin[i], lout[i],
+                    BP_POLICY_MAX_DIM);
+            return NULL;
+        }
+        if (lin[i] != prev) {
+            set_err("bpw: layer %u in=%u != %s=%u", i, lin[i],
+                    i == 0 ? "obs_dim" : "previous layer out", prev);
+            return NULL;
+        }
+        if (lact[i] != BP_POLICY_ACT_NONE && lact[i] != BP_POLICY_ACT_TANH) {
+            set_err("bpw: layer %u unknown activation %u", i, lact[i]);
+            return NULL;
+        }
+        total += 4 * ((uint64_t)lin[i] * lout[i] + lout[i]);
+        prev = lout[i];
+    }
+    if (prev != act_dim) {
+        set_err("bpw: last layer out=%u != act_dim=%u", prev, act_dim);
+        return NULL;
+    }
+    if (total > BP_POLICY_MAX_RAW_BYTES) {
+        set_err("bpw: table implies %llu bytes > limit %u", (unsigned long long)total,
+                BP_POLICY_MAX_RAW_BYTES);
+        return NULL;
+    }
+    if (n < total) {
+        set_err("bpw: truncated payload (%zu bytes, table says %llu)", n,
+                (unsigned long long)total);
+        return NULL;
+    }
+    if (n > total) {
+        set_err("bpw: size mismatch (%zu bytes, table says %llu; trailing data)", n,
+                (unsigned long long)total);
+        return NULL;
+    }
+
+    /* one allocation: per layer w (out*in), wt (in*out_pad), b (out_pad), each
+     * rounded to 16 floats (64 bytes), plus two scratch buffers */
+    size_t floats = 0, max_pad = round_up(obs_dim, VW);
+    for (uint32_t i = 0; i < n_layers; i++) {
+        size_t op = round_up(lout[i], VW);
+        floats += round_up((size_t)lin[i] * lout[i], 16) + round_up((size_t)lin[i] * op, 16) +
+                  round_up(op, 16);
+        if (op > max_pad) {
+            max_pad = op;
+        }
+    }
+    floats += 2 * round_up(max_pad, 16);
+    BpPolicy *p = calloc(1, sizeof *p);
+    float *mem = aligned_alloc(64, round_up(floats * sizeof(float), 64));
+    if (!p || !mem) {
+        free(p);
+        free(mem);
+        set_err("bpw: out of memory");
+        return NULL;
+    }
+    memset(mem, 0, round_up(floats * sizeof(float), 64));
+    p->mem = mem;
+    p->n_layers = (int)n_layers;
+    p->obs_dim = (int)obs_dim;
+    p->act_dim = (int)act_dim;
+    p->kind = kind;
+    p->max_pad = (int)max_pad;
+    float *cur = mem;
+    const uint8_t *src = d + table_end;
+    for (uint32_t i = 0; i < n_layers; i++) {
+        BpLayer *L = &p->layers[i];
+        L->in = (int)lin[i];
+        L->out = (int)lout[i];
+        L->out_pad = (int)round_up(lout[i], VW);
+        L->act = (int)lact[i];
+        L->w = cur;
+        cur += round_up((size_t)L->in * L->out, 16);
+        L->wt = cur;
+        cur += round_up((size_t)L->in * L->out_pad, 16);
+        L->b = cur;
+        cur += round_up((size_t)L->out_pad, 16);
+        for (int o = 0; o < L->out; o++) {
+            for (int k = 0; k < L->in; k++) {
+                float v = rdf32(src);
+                src += 4;
+                if (!isfinite(v)) {
+                    set_err("bpw: layer %u has non-finite weight [%d][%d]", i, o, k);
+                    bp_policy_free(p);
+                    return NULL;
+                }
+                L->w[(size_t)o * L->in + k] = v;
+                L->wt[(size_t)k * L->out_pad + o] = v;
+            }
+        }
+        for (int o = 0; o < L->out; o++) {
+            float v = rdf32(src);
+            src += 4;
+            if (!isfinite(v)) {
+                set_err("bpw: layer %u has non-finite bias [%d]", i, o);
+                bp_policy_free(p);
+                return NULL;
+            }
+            L->b[o] = v;
+        }
+    }
+    p->buf0 = cur;
+    cur += round_up(max_pad, 16);
+    p->buf1 = cur;
+    return p;
+}
+
+/* ------------------------------------------------------------------ public load */
+
+BpPolicy *bp_policy_load_mem(const void *data, size_t len, char *err, size_t errlen)
+{
+    const uint8_t *d = data;
+    BpPolicy *p = NULL;
+    g_err[0] = 0;
+    if (!d && len) {
+        set_err("bpw: NULL buffer");
+        copy_err(err, errlen);
+        return NULL;
+    }
+    if (len < 4) {
+        set_err("bpw: truncated (%zu bytes, no magic)", len);
+        copy_err(err, errlen);
+        return NULL;
+    }
+    if (memcmp(d, "BPW1", 4) == 0) {
+        p = parse_raw(d, len, BP_POLICY_KIND_RAW);
+    } else if (rd32(d) == 0x184D2204u) {
+        uint8_t *raw = NULL;
+        size_t raw_len = 0;
+        if (lz4_frame_decode(d, len, "lz4", &raw, &raw_len) == 0) {
+            p = parse_raw(raw, raw_len, BP_POLICY_KIND_LZ4);
+        }
+        free(raw);
+    } else if (memcmp(d, "BPWS", 4) == 0) {
+        if (len < 12) {
+            set_err("bpw: truncated BPWS header (%zu bytes < 12)", len);
+        } else if (rd32(d + 4) != BP_POLICY_SHUFFLE_VERSION) {
+            set_err("bpw: unknown BPWS version %u (this loader knows %d)", rd32(d + 4),
+                    BP_POLICY_SHUFFLE_VERSION);
+        } else {
+            uint32_t raw_len = rd32(d + 8);
+            if (raw_len % 4 || raw_len < 20 || raw_len > BP_POLICY_MAX_RAW_BYTES) {
+                set_err("bpw: BPWS raw_len %u invalid", raw_len);
+            } else {
+                uint8_t *sh = NULL;
+                size_t sh_len = 0;
+                if (lz4_frame_decode(d + 12, len - 12, "shuffle", &sh, &sh_len) == 0) {
+                    if (sh_len != raw_len) {
+                        set_err("bpw: BPWS raw_len %u != decompressed %zu", raw_len, sh_len);
+                    } else {
+                        uint8_t *raw = malloc(raw_len);
+                        if (!raw) {
+                            set_err("bpw: out of memory");
+                        } else {
+                            size_t nw = raw_len / 4;
+                            for (size_t i = 0; i < nw; i++) {
+                                for (size_t k = 0; k < 4; k++) {
+                                    raw[4 * i + k] = sh[k * nw + i];
+                                }
+                            }
+                            p = parse_raw(raw, raw_len, BP_POLICY_KIND_SHUFFLE);
+                            free(raw);
+                        }
+                    }
+                }
+                free(sh);
+            }
+        }
+    } else {
+        set_err("bpw: unknown blob magic %02x %02x %02x %02x (want BPW1, LZ4 frame or BPWS)",
+                d[0], d[1], d[2], d[3]);
+    }
+    if (!p) {
+        copy_err(err, errlen);
+    }
+    return p;
+}
+
+BpPolicy *bp_policy_load_file(const char *path, char *err, size_t errlen)
+{
+    g_err[0] = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        set_err("bpw: cannot open %s: %s", path, strerror(errno));
+        copy_err(err, errlen);
+        return NULL;
+    }
+    size_t cap = 64 << 10, n = 0;
+    uint8_t *buf = malloc(cap);
+    BpPolicy *p = NULL;
+    if (!buf) {
+        set_err("bpw: out of memory");
+        goto out;
+    }
+    for (;;) {
+        if (n == cap) {
+            if (cap > BP_POLICY_MAX_FILE_BYTES) {
+                set_err("bpw: %s larger than %u bytes", path, BP_POLICY_MAX_FILE_BYTES);
+                goto out;
+            }
+            uint8_t *nb = realloc(buf, cap * 2);
+            if (!nb) {
+                set_err("bpw: out of memory");
+                goto out;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        size_t r = fread(buf + n, 1, cap - n, f);
+        n += r;
+        if (r == 0) {
+            if (ferror(f)) {
+                set_err("bpw: read error on %s", path);
+                goto out;
+            }
+            break;
+        }
+    }
+    if (n > BP_POLICY_MAX_FILE_BYTES) {
+        set_err("bpw: %s larger than %u bytes", path, BP_POLICY_MAX_FILE_BYTES);
+        goto out;
+    }
+    p = bp_policy_load_mem(buf, n, NULL, 0);
+out:
+    free(buf);
+    fclose(f);
+    if (!p) {
+        copy_err(err, errlen);
+    }
+    return p;
+}
+
+void bp_policy_free(BpPolicy *p)
+{
+    if (p) {
+        free(p->mem);
+        free(p);
+    }
+}
+
+int bp_policy_obs_dim(const BpPolicy *p) { return p->obs_dim; }
+int bp_policy_act_dim(const BpPolicy *p) { return p->act_dim; }
+int bp_policy_n_layers(const BpPolicy *p) { return p->n_layers; }
+int bp_policy_kind(const BpPolicy *p) { return p->kind; }
+
+int bp_policy_layer(const BpPolicy *p, int i, int *in, int *out, int *activation)
+{
+    if (i < 0 || i >= p->n_layers) {
+        return -1;
+    }
+    *in = p->layers[i].in;
+    *out = p->layers[i].out;
+    *activation = p->layers[i].act;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ tanh */
+
+/* Clamped [13/6] rational approximation of tanh (the coefficients Eigen and
+ * XLA use for float); max abs error vs libm tanh ~1e-7 on the float line
+ * (tests/test_policy.c measures it).  Same arithmetic in the scalar and the
+ * vector form, so both round identically. */
+#define TANH_CLAMP 7.90531110763549805f
+#define A1 4.89352455891786e-03f
+#define A3 6.37261928875436e-04f
+#define A5 1.48572235717979e-05f
+#define A7 5.12229709037114e-08f
+#define A9 -8.60467152213735e-11f
+#define A11 2.00018790482477e-13f
+#define A13 -2.76076847742355e-16f
+#define B0 4.89352518554385e-03f
+#define B2 2.26843463243900e-03f
+#define B4 1.18534705686654e-04f
+#define B6 1.19825839466702e-06f
+
+float bp_policy_tanh(float x)
+{
+    if (x != x) {
+        return x;
+    }
+    x = x > TANH_CLAMP ? TANH_CLAMP : x;
+    x = x < -TANH_CLAMP ? -TANH_CLAMP : x;
+    float x2 = x * x;
+    float p = x2 * A13 + A11;
+    p = x2 * p + A9;
+    p = x2 * p + A7;
+    p = x2 * p + A5;
+    p = x2 * p + A3;
+    p = x2 * p + A1;
+    p = x * p;
+    float q = x2 * B6 + B4;
+    q = x2 * q + B2;
+    q = x2 * q + B0;
+    return p / q;
+}
+
+/* macros, not functions: passing 32-byte vectors by value trips -Wpsabi */
+#define VSPLAT(f) ((v8f){(f), (f), (f), (f), (f), (f), (f), (f)})
+#define VSELECT(m, a, b) ((v8f)(((v8i)(a) & (m)) | ((v8i)(b) & ~(m))))
+
+/* ------------------------------------------------------------------ forward */
+
+/* y[0..64) = b + sum_k x[k] * wt[k][0..64), k in order: 8 accumulators kept in
+ * registers (one ymm each in the avx2 clone), one dependency chain per lane. */
+BP_CLONES
+static void dense_block64(const float *restrict wt, int in, int stride, const float *restrict x,
+                          const float *restrict b, float *restrict y)
+{
+    v8f a0, a1, a2, a3, a4, a5, a6, a7;
+    memcpy(&a0, b + 0, 32);
+    memcpy(&a1, b + 8, 32);
+    memcpy(&a2, b + 16, 32);
+    memcpy(&a3, b + 24, 32);
+    memcpy(&a4, b + 32, 32);
+    memcpy(&a5, b + 40, 32);
+    memcpy(&a6, b + 48, 32);
+    memcpy(&a7, b + 56, 32);
+    for (int k = 0; k < in; k++, wt += stride) {
+        const v8f xk = VSPLAT(x[k]);
+        v8f w0, w1, w2, w3, w4, w5, w6, w7;
+        memcpy(&w0, wt + 0, 32);
+        memcpy(&w1, wt + 8, 32);
+        memcpy(&w2, wt + 16, 32);
+        memcpy(&w3, wt + 24, 32);
+        memcpy(&w4, wt + 32, 32);
+        memcpy(&w5, wt + 40, 32);
+        memcpy(&w6, wt + 48, 32);
+        memcpy(&w7, wt + 56, 32);
+        a0 += xk * w0;
+        a1 += xk * w1;
+        a2 += xk * w2;
+        a3 += xk * w3;
+        a4 += xk * w4;
+        a5 += xk * w5;
+        a6 += xk * w6;
+        a7 += xk * w7;
+    }
+    memcpy(y + 0, &a0, 32);
+    memcpy(y + 8, &a1, 32);
+    memcpy(y + 16, &a2, 32);
+    memcpy(y + 24, &a3, 32);
+    memcpy(y + 32, &a4, 32);
+    memcpy(y + 40, &a5, 32);
+    memcpy(y + 48, &a6, 32);
+    memcpy(y + 56, &a7, 32);
+}
+
+/* same for 8 outputs */
+BP_CLONES
+static void dense_block8(const float *restrict wt, int in, int stride, const float *restrict x,
+                         const float *restrict b, float *restrict y)
+{
+    v8f a0;
+    memcpy(&a0, b, 32);
+    for (int k = 0; k < in; k++, wt += stride) {
+        v8f w0;
+        memcpy(&w0, wt, 32);
+        a0 += VSPLAT(x[k]) * w0;
+    }
+    memcpy(y, &a0, 32);
+}
+
+BP_CLONES
+static void tanh_inplace(float *y, int n_pad)
+{
+    const v8f c = VSPLAT(TANH_CLAMP), nc = VSPLAT(-TANH_CLAMP);
+    for (int o = 0; o < n_pad; o += VW) {
+        /* same operations, same order as bp_policy_tanh */
+        v8f t;
+        memcpy(&t, y + o, 32);
+        t = VSELECT(t > c, c, t);
+        t = VSELECT(t < nc, nc, t);
+        v8f x2 = t * t;
+        v8f p = x2 * VSPLAT(A13) + VSPLAT(A11);
+        p = x2 * p + VSPLAT(A9);
+        p = x2 * p + VSPLAT(A7);
+        p = x2 * p + VSPLAT(A5);
+        p = x2 * p + VSPLAT(A3);
+        p = x2 * p + VSPLAT(A1);
+        p = t * p;
+        v8f q = x2 * VSPLAT(B6) + VSPLAT(B4);
+        q = x2 * q + VSPLAT(B2);
+        q = x2 * q + VSPLAT(B0);
+        t = p / q;
+        memcpy(y + o, &t, 32);
+    }
+}
+
+static void dense_fast(const BpLayer *L, const float *restrict x, float *restrict y)
+{
+    int o = 0;
+    for (; o + 64 <= L->out_pad; o += 64) {
+        dense_block64(L->wt + o, L->in, L->out_pad, x, L->b + o, y + o);
+    }
+    for (; o < L->out_pad; o += VW) {
+        dense_block8(L->wt + o, L->in, L->out_pad, x, L->b + o, y + o);
+    }
+    if (L->act == BP_POLICY_ACT_TANH) {
+        tanh_inplace(y, L->out_pad);
+    }
+}
+
+void bp_policy_forward(BpPolicy *p, const float *obs, float *out)
+{
+    const float *x = obs;
+    float *bufs[2] = {p->buf0, p->buf1};
+    for (int i = 0; i < p->n_layers; i++) {
+        float *y = bufs[i & 1];
+        dense_fast(&p->layers[i], x, y);
+        x = y;
+    }
+    memcpy(out, x, (size_t)p->act_dim * sizeof(float));
+}
+
+void bp_policy_forward_ref(BpPolicy *p, const float *obs, float *out)
+{
+    const float *x = obs;
+    float *bufs[2] = {p->buf0, p->buf1};
+    for (int i = 0; i < p->n_layers; i++) {
+        const BpLayer *L = &p->layers[i];
+        float *y = bufs[i & 1];
+        for (int o = 0; o < L->out; o++) {
+            const float *w = L->w + (size_t)o * L->in;
+            float acc = L->b[o];
+            for (int k = 0; k < L->in; k++) {
+                acc += x[k] * w[k];
+            }
+            y[o] = L->act == BP_POLICY_ACT_TANH ? tanhf(acc) : acc;
+        }
+        x = y;
+    }
+    memcpy(out, x, (size_t)p->act_dim * sizeof(float));
+}
+
+/* ------------------------------------------------------------------ action */
+
+static float clip_stick(float v)
+{
+    if (v != v) {
+        return 0.0f;
+    }
+    return v < -1.0f ? -1.0f : (v > 1.0f ? 1.0f : v);
+}
+
+void bp_action_decode(const float a[6], float *sx, float *sy, uint32_t *buttons)
+{
+    *sx = clip_stick(a[0]);
+    *sy = clip_stick(a[1]);
+    uint32_t b = 0;
+    for (int i = 0; i < 4; i++) {
+        if (a[2 + i] > 0.0f) {
+            b |= 1u << i;
+        }
+    }
+    *buttons = b;
+}

@@ -1,0 +1,93 @@
+/*
+ * policy.h — loader and forward pass of the native policy blob (.bpw).
+ * Twin of brawlkit/export.py; DESIGN.md §10 is normative.
+ *
+ * Raw format (all integers u32 little-endian, floats IEEE-754 binary32 LE):
+ *   header       "BPW1", u32 version (=BP_POLICY_VERSION), u32 n_layers,
+ *                u32 obs_dim, u32 act_dim                            (20 bytes)
+ *   layer table  n_layers x { u32 in, u32 out, u32 activation }      (12 bytes each)
+ *                activation: 0 none, 1 tanh
+ *   payload      per layer: weight out x in float32 row-major (PyTorch layout),
+ *                then bias out float32
+ * The input length must equal 20 + 12*n_layers + 4*sum(out*in + out) exactly.
+ * Limits: 1 <= n_layers <= BP_POLICY_MAX_LAYERS, every dim in 1..BP_POLICY_MAX_DIM,
+ * layer[0].in == obs_dim, layer[i].in == layer[i-1].out, last out == act_dim,
+ * raw size <= BP_POLICY_MAX_RAW_BYTES, every weight/bias finite.
+ *
+ * Transport encodings, recognised by the first four bytes:
+ *   "BPW1"        raw blob, as above
+ *   04 22 4D 18   LZ4 frame (magic 0x184D2204) whose content is a raw blob
+ *   "BPWS"        shuffled: u32 wrapper version (=1), u32 raw_len, then one LZ4
+ *                 frame whose content is exactly raw_len bytes of
+ *                 shuffled[k*n + i] = raw[4*i + k]  (n = raw_len/4, k = 0..3)
+ * An LZ4 frame must end exactly at the end of the input and decompress to at
+ * most BP_POLICY_MAX_RAW_BYTES; a corrupt frame (liblz4 verifies header and
+ * content checksums) is refused.
+ *
+ * Corruption policy: any header/table/size error or truncation is refused with
+ * a message naming it.  Raw blobs carry no checksum, so a payload bit flip that
+ * keeps every value finite is accepted (a different, valid network); a flip
+ * yielding NaN/Inf is refused.
+ *
+ * Forward pass: libc/libm only.  At load time every weight matrix is copied
+ * transposed (in x out) so the inner loop runs across outputs (vectorisable)
+ * while each output is still summed in order bias + x0*w0 + x1*w1 + ...;
+ * tanh is a clamped [13/6] rational approximation (max abs error < 1e-6 vs
+ * libm tanh).  Parity with torch: max abs diff <= 1e-5 (tests/test_policy_native.py).
+ * A policy handle owns scratch buffers: bp_policy_forward is not reentrant for
+ * one handle (use one handle per thread).
+ */
+#ifndef BP_POLICY_H
+#define BP_POLICY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define BP_POLICY_VERSION 1
+#define BP_POLICY_SHUFFLE_VERSION 1
+#define BP_POLICY_MAX_LAYERS 16
+#define BP_POLICY_MAX_DIM 4096
+#define BP_POLICY_MAX_RAW_BYTES (16u << 20)
+/* largest input accepted by bp_policy_load_file (LZ4 worst case is ~raw + 0.4%) */
+#define BP_POLICY_MAX_FILE_BYTES (BP_POLICY_MAX_RAW_BYTES + (1u << 20))
+
+#define BP_POLICY_ACT_NONE 0
+#define BP_POLICY_ACT_TANH 1
+
+#define BP_POLICY_KIND_RAW 0
+#define BP_POLICY_KIND_LZ4 1
+#define BP_POLICY_KIND_SHUFFLE 2
+
+typedef struct BpPolicy BpPolicy;
+
+/* Load from a memory buffer / a file (any encoding).  NULL on failure; the
+ * reason is then in bp_policy_last_error() (thread-local) and, if err != NULL,
+ * copied to err (errlen bytes, NUL-terminated). */
+BpPolicy *bp_policy_load_mem(const void *data, size_t len, char *err, size_t errlen);
+BpPolicy *bp_policy_load_file(const char *path, char *err, size_t errlen);
+void bp_policy_free(BpPolicy *p);
+const char *bp_policy_last_error(void);
+
+int bp_policy_obs_dim(const BpPolicy *p);
+int bp_policy_act_dim(const BpPolicy *p);
+int bp_policy_n_layers(const BpPolicy *p);
+/* BP_POLICY_KIND_* of the blob this policy was loaded from */
+int bp_policy_kind(const BpPolicy *p);
+/* layer i: in, out, activation (returns 0, or -1 when i is out of range) */
+int bp_policy_layer(const BpPolicy *p, int i, int *in, int *out, int *activation);
+
+/* Gaussian mean (unclipped) of obs[obs_dim] into out[act_dim]. */
+void bp_policy_forward(BpPolicy *p, const float *obs, float *out);
+/* Reference path: PyTorch-layout weights, scalar loops, libm tanhf.  Slower;
+ * kept for tests and the benchmark. */
+void bp_policy_forward_ref(BpPolicy *p, const float *obs, float *out);
+
+/* Clamped rational tanh used by bp_policy_forward (exposed for tests). */
+float bp_policy_tanh(float x);
+
+/* DESIGN §6 action decoding, identical to brawlkit.export.decode_action:
+ * stick = clip(a[0..1], -1, 1) (NaN -> 0); button bit i set iff a[2+i] > 0
+ * (BP_BTN_JUMP=1, ATTACK=2, SPECIAL=4, SHIELD=8). */
+void bp_action_decode(const float a[6], float *sx, float *sy, uint32_t *buttons);
+
+#endif /* BP_POLICY_H */

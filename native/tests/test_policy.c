@@ -1,0 +1,290 @@
+/*
+ * test_policy.c — C checks of policy.c, run by `make -C native check-policy`
+ * (plain and ASan builds).  The torch/numpy parity and the 10,000-blob fuzz
+ * run live in tests/test_policy_native.py; this file checks what C alone can:
+ * the tanh approximation's error, fast vs reference forward, every truncation
+ * and header lie, LZ4 and shuffled round trips, the action decoder.
+ */
+#include <lz4frame.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "policy.h"
+
+static int failures = 0;
+#define CHECK(cond, ...)                                                     \
+    do {                                                                     \
+        if (!(cond)) {                                                       \
+            failures++;                                                      \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);             \
+            fprintf(stderr, __VA_ARGS__);                                    \
+            fprintf(stderr, "\n");                                           \
+        }                                                                    \
+    } while (0)
+
+static void put32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+    p[2] = (uint8_t)(v >> 16);
+    p[3] = (uint8_t)(v >> 24);
+}
+
+static void putf(uint8_t *p, float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    put32(p, u);
+}
+
+/* 31 -> 16 tanh -> 12 tanh -> 6 none, deterministic pseudo-random weights */
+static const uint32_t DIMS[4] = {31, 16, 12, 6};
+
+static uint8_t *make_blob(size_t *n)
+{
+    size_t total = 20 + 12 * 3;
+    for (int i = 0; i < 3; i++) {
+        total += 4 * (DIMS[i] * DIMS[i + 1] + DIMS[i + 1]);
+    }
+    uint8_t *b = calloc(1, total);
+    memcpy(b, "BPW1", 4);
+    put32(b + 4, 1);
+    put32(b + 8, 3);
+    put32(b + 12, 31);
+    put32(b + 16, 6);
+    for (int i = 0; i < 3; i++) {
+        put32(b + 20 + 12 * i, DIMS[i]);
+        put32(b + 24 + 12 * i, DIMS[i + 1]);
+        put32(b + 28 + 12 * i, i < 2 ? 1 : 0);
+    }
+    uint32_t s = 7;
+    for (size_t off = 56; off < total; off += 4) {
+        s = s * 1664525u + 1013904223u;
+        putf(b + off, ((float)(s >> 8) / 16777216.0f - 0.5f) * 0.8f);
+    }
+    *n = total;
+    return b;
+}
+
+static int refused(const uint8_t *b, size_t n, const char *want)
+{
+    char err[256] = "";
+    uint8_t *copy = malloc(n ? n : 1); /* exact size: ASan catches over-reads */
+    memcpy(copy, b, n);
+    BpPolicy *p = bp_policy_load_mem(copy, n, err, sizeof err);
+    free(copy);
+    if (p) {
+        bp_policy_free(p);
+        return 0;
+    }
+    if (want && !strstr(err, want)) {
+        fprintf(stderr, "  message '%s' lacks '%s'\n", err, want);
+        return 0;
+    }
+    return 1;
+}
+
+static uint8_t *lz4(const uint8_t *src, size_t n, size_t *out_n)
+{
+    LZ4F_preferences_t prefs;
+    memset(&prefs, 0, sizeof prefs);
+    prefs.frameInfo.contentChecksumFlag = LZ4F_contentChecksumEnabled;
+    prefs.frameInfo.contentSize = n;
+    size_t cap = LZ4F_compressFrameBound(n, &prefs);
+    uint8_t *out = malloc(cap);
+    *out_n = LZ4F_compressFrame(out, cap, src, n, &prefs);
+    return out;
+}
+
+static void test_tanh(void)
+{
+    double worst = 0, at = 0;
+    for (double x = -12.0; x <= 12.0; x += 3e-6) {
+        float xf = (float)x;
+        double e = fabs((double)bp_policy_tanh(xf) - tanh((double)xf));
+        if (e > worst) {
+            worst = e;
+            at = xf;
+        }
+    }
+    printf("tanh approx: max abs err %.3g at x=%.6f\n", worst, at);
+    CHECK(worst < 1e-6, "tanh approximation error %g", worst);
+    CHECK(bp_policy_tanh(INFINITY) == bp_policy_tanh(100.0f), "tanh(inf)");
+    CHECK(isnan(bp_policy_tanh(NAN)), "tanh(nan)");
+    CHECK(bp_policy_tanh(0.0f) == 0.0f, "tanh(0)");
+}
+
+static void test_forward(const uint8_t *b, size_t n)
+{
+    char err[256];
+    BpPolicy *p = bp_policy_load_mem(b, n, err, sizeof err);
+    CHECK(p != NULL, "load: %s", err);
+    if (!p) {
+        return;
+    }
+    CHECK(bp_policy_obs_dim(p) == 31 && bp_policy_act_dim(p) == 6 && bp_policy_n_layers(p) == 3,
+          "dims");
+    double worst = 0;
+    uint32_t s = 99;
+    for (int t = 0; t < 2000; t++) {
+        float x[31], y1[6], y2[6];
+        for (int i = 0; i < 31; i++) {
+            s = s * 1664525u + 1013904223u;
+            x[i] = ((float)(s >> 8) / 16777216.0f - 0.5f) * 4.0f;
+        }
+        bp_policy_forward(p, x, y1);
+        bp_policy_forward_ref(p, x, y2);
+        for (int j = 0; j < 6; j++) {
+            double e = fabs((double)y1[j] - (double)y2[j]);
+            worst = e > worst ? e : worst;
+        }
+    }
+    printf("fast vs reference forward: max abs diff %.3g\n", worst);
+    CHECK(worst < 2e-6, "fast vs ref %g", worst);
+    bp_policy_free(p);
+}
+
+static void test_refusals(const uint8_t *good, size_t n)
+{
+    /* every truncation */
+    int all = 1;
+    for (size_t k = 0; k < n; k++) {
+        all &= refused(good, k, NULL);
+    }
+    CHECK(all, "some truncation accepted");
+    CHECK(refused(good, n - 4, "truncated payload"), "truncated payload message");
+    uint8_t *b = malloc(n + 8);
+    memcpy(b, good, n);
+    memset(b + n, 0, 8);
+    CHECK(refused(b, n + 4, "trailing"), "trailing data");
+#define MUT(off, val, want)                                                  \
+    do {                                                                     \
+        memcpy(b, good, n);                                                  \
+        put32(b + (off), (val));                                             \
+        CHECK(refused(b, n, want), "mutation off=%d val=%u", (off), (unsigned)(val)); \
+    } while (0)
+    MUT(0, 0x32575042u, "magic"); /* "BPW2" */
+    MUT(4, 2, "version");
+    MUT(4, 0, "version");
+    MUT(8, 0, "n_layers");
+    MUT(8, 17, "n_layers");
+    MUT(8, 0xFFFFFFFFu, "n_layers");
+    MUT(8, 2, "act_dim");
+    MUT(8, 4, "");
+    MUT(12, 30, "obs_dim");
+    MUT(12, 0, "obs_dim");
+    MUT(16, 7, "act_dim");
+    MUT(20, 0xFFFFFFFFu, "dims");
+    MUT(24, 17, "previous layer out");
+    MUT(28, 2, "activation");
+    MUT(36, 13, "previous layer out");
+    MUT(32, 15, "previous layer out");
+    MUT(44, 0x40000000u, "");
+    MUT(56, 0x7FC00000u, "non-finite");
+    MUT((int)n - 4, 0x7F800000u, "non-finite");
+    /* a payload value flip that stays finite is accepted (documented) */
+    memcpy(b, good, n);
+    b[60] ^= 0x01;
+    CHECK(!refused(b, n, NULL), "finite payload flip should be accepted");
+    free(b);
+    CHECK(refused((const uint8_t *)"BP", 2, "truncated"), "tiny");
+    CHECK(refused((const uint8_t *)"XXXXYYYY", 8, "unknown blob magic"), "bad magic");
+    char err[256];
+    CHECK(bp_policy_load_file("/nonexistent/x.bpw", err, sizeof err) == NULL &&
+              strstr(err, "cannot open"),
+          "missing file");
+    CHECK(strstr(bp_policy_last_error(), "cannot open") != NULL, "last_error");
+}
+
+static void test_lz4(const uint8_t *good, size_t n)
+{
+    size_t cn;
+    uint8_t *c = lz4(good, n, &cn);
+    char err[256];
+    BpPolicy *p = bp_policy_load_mem(c, cn, err, sizeof err);
+    CHECK(p && bp_policy_kind(p) == BP_POLICY_KIND_LZ4, "lz4 load: %s", err);
+    bp_policy_free(p);
+    int all = 1;
+    for (size_t k = 0; k < cn; k++) {
+        all &= refused(c, k, NULL);
+    }
+    CHECK(all, "some lz4 truncation accepted");
+    int flips_ok = 1;
+    for (size_t k = 4; k < cn; k++) {
+        c[k] ^= 0x10;
+        flips_ok &= refused(c, cn, NULL);
+        c[k] ^= 0x10;
+    }
+    CHECK(flips_ok, "some lz4 bit flip accepted");
+    uint8_t *c2 = malloc(cn + 3);
+    memcpy(c2, c, cn);
+    memset(c2 + cn, 0, 3);
+    CHECK(refused(c2, cn + 3, "trailing"), "lz4 trailing bytes");
+    free(c2);
+    free(c);
+
+    /* shuffled wrapper */
+    uint8_t *sh = malloc(n);
+    size_t nw = n / 4;
+    for (size_t i = 0; i < nw; i++) {
+        for (size_t k = 0; k < 4; k++) {
+            sh[k * nw + i] = good[4 * i + k];
+        }
+    }
+    c = lz4(sh, n, &cn);
+    uint8_t *w = malloc(cn + 12);
+    memcpy(w, "BPWS", 4);
+    put32(w + 4, 1);
+    put32(w + 8, (uint32_t)n);
+    memcpy(w + 12, c, cn);
+    p = bp_policy_load_mem(w, cn + 12, err, sizeof err);
+    CHECK(p && bp_policy_kind(p) == BP_POLICY_KIND_SHUFFLE, "shuffle load: %s", err);
+    if (p) {
+        BpPolicy *r = bp_policy_load_mem(good, n, err, sizeof err);
+        float x[31] = {0.5f, -0.25f}, y1[6], y2[6];
+        bp_policy_forward(p, x, y1);
+        bp_policy_forward(r, x, y2);
+        CHECK(!memcmp(y1, y2, sizeof y1), "shuffled blob differs from raw");
+        bp_policy_free(r);
+    }
+    bp_policy_free(p);
+    put32(w + 8, (uint32_t)n + 4);
+    CHECK(refused(w, cn + 12, "raw_len"), "shuffle raw_len lie");
+    put32(w + 8, (uint32_t)n);
+    put32(w + 4, 2);
+    CHECK(refused(w, cn + 12, "BPWS version"), "shuffle version");
+    free(w);
+    free(c);
+    free(sh);
+}
+
+static void test_decode(void)
+{
+    float a[6] = {1.5f, -2.0f, 0.1f, 0.0f, -0.0f, 1e-30f}, sx, sy;
+    uint32_t b;
+    bp_action_decode(a, &sx, &sy, &b);
+    CHECK(sx == 1.0f && sy == -1.0f && b == (1u | 8u), "decode 1: %g %g %u", sx, sy, b);
+    float c[6] = {NAN, 0.25f, NAN, 1.0f, 1.0f, -1.0f};
+    bp_action_decode(c, &sx, &sy, &b);
+    CHECK(sx == 0.0f && sy == 0.25f && b == (2u | 4u), "decode 2: %g %g %u", sx, sy, b);
+}
+
+int main(void)
+{
+    size_t n;
+    uint8_t *good = make_blob(&n);
+    test_tanh();
+    test_forward(good, n);
+    test_refusals(good, n);
+    test_lz4(good, n);
+    test_decode();
+    free(good);
+    if (failures) {
+        fprintf(stderr, "test_policy: %d failure(s)\n", failures);
+        return 1;
+    }
+    printf("test_policy: all checks passed\n");
+    return 0;
+}

@@ -1,0 +1,263 @@
+"""BrawlpitEnv over real UDP against a real brawlpit_server process."""
+
+from __future__ import annotations
+
+import os
+import random
+import socket
+import struct
+import threading
+import time
+
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+from brawlkit import protocol as P
+from brawlkit.constants import C
+from brawlkit.env import BrawlpitEnv, EnvError
+
+RIGHT = np.array([1, 0, -1, -1, -1, -1], dtype=np.float32)  # walk right, no buttons
+IDLE = np.array([0, 0, -1, -1, -1, -1], dtype=np.float32)
+
+
+def walk_off(obs: np.ndarray) -> np.ndarray:
+    """An opponent that self-destructs: walks right off the stage forever."""
+    assert obs.shape == (C.BP_OBS_DIM,) and obs.dtype == np.float32
+    return RIGHT
+
+
+def play_to_end(env: BrawlpitEnv, policy, max_steps: int = 20000, seed: int = 1):
+    obs, info = env.reset(seed=seed)
+    total_ticks = 0
+    for step in range(max_steps):
+        obs, r, term, trunc, info = env.step(policy(obs, step))
+        assert env.observation_space.contains(obs), obs
+        total_ticks += info["ticks_elapsed"]
+        if term or trunc:
+            return info, step + 1, total_ticks
+    raise AssertionError("match did not end")
+
+
+def test_check_env() -> None:
+    env = BrawlpitEnv(opponent="cpu:1")
+    try:
+        check_env(env, skip_render_check=True)
+    finally:
+        env.close()
+
+
+def test_lockstep_full_match_vs_cpu_terminates_properly() -> None:
+    env = BrawlpitEnv(mode="lockstep", opponent="cpu:5")
+    rng = np.random.default_rng(0)
+    try:
+        info, steps, ticks = play_to_end(env, lambda o, s: rng.uniform(-1, 1, 6).astype(np.float32))
+        snap = env.last_snapshot
+        assert snap is not None and snap.over
+        assert info["outcome"] in ("win", "loss", "draw")
+        assert ticks == snap.tick == C.BP_MATCH_TICKS - snap.ticks_left
+        # a lockstep step is exactly `repeat` ticks, except a match ending mid-step
+        assert steps == -(-ticks // 4)
+        assert info["self_stocks"] == 0 or info["other_stocks"] == 0 or snap.ticks_left == 0
+    finally:
+        env.close()
+
+
+def test_lockstep_full_match_vs_callable_opponent() -> None:
+    calls = []
+
+    def opp(obs):
+        calls.append(obs)
+        return walk_off(obs)
+
+    env = BrawlpitEnv(mode="lockstep", opponent=opp)
+    try:
+        info, steps, _ = play_to_end(env, lambda o, s: IDLE)
+        assert info["outcome"] == "win" and info["other_stocks"] == 0
+        assert info["opponent"] == "opp"
+        assert len(calls) == steps
+        # the opponent sees the mirrored view: its own stocks first
+        assert calls[-1][5] == pytest.approx(calls[-1][5])
+    finally:
+        env.close()
+
+
+def test_fastforward_full_match_reports_skipped_ticks() -> None:
+    env = BrawlpitEnv(mode="fastforward", opponent="cpu:8", speed=60.0)
+    try:
+        elapsed = []
+
+        def slow_walker(obs, step):
+            if step % 50 == 0:
+                time.sleep(0.01)  # a slow client: the free-running server does not wait
+            return RIGHT
+
+        obs, _ = env.reset(seed=3)
+        for step in range(100000):
+            obs, _, term, trunc, info = env.step(slow_walker(obs, step))
+            elapsed.append(info["ticks_elapsed"])
+            if term:
+                break
+        assert term and info["outcome"] == "loss"
+        snap = env.last_snapshot
+        assert snap is not None and sum(elapsed) <= snap.tick
+        assert max(elapsed) > 4, "a slow client must see ticks pass between two steps"
+    finally:
+        env.close()
+
+
+def test_realtime_full_match_vs_cpu() -> None:
+    # 3 stocks walked off the stage at 60 Hz: a proper terminal state in ~10 s
+    env = BrawlpitEnv(mode="realtime", opponent="cpu:1")
+    try:
+        info, _, _ = play_to_end(env, lambda o, s: RIGHT)
+        assert info["outcome"] == "loss" and info["self_stocks"] == 0
+    finally:
+        env.close()
+
+
+def _rollout(seed: int, n: int, **kw) -> list[np.ndarray]:
+    env = BrawlpitEnv(mode="lockstep", **kw)
+    rng = np.random.default_rng(42)
+    out = []
+    try:
+        obs, _ = env.reset(seed=seed)
+        out.append(obs)
+        for _ in range(n):
+            obs, _, term, _, _ = env.step(rng.uniform(-1, 1, 6).astype(np.float32))
+            out.append(obs)
+            if term:
+                break
+    finally:
+        env.close()
+    return out
+
+
+def test_lockstep_is_deterministic() -> None:
+    a = _rollout(7, 600, opponent="cpu:4")
+    b = _rollout(7, 600, opponent="cpu:4")
+    assert len(a) == len(b)
+    assert all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
+    c = _rollout(8, 600, opponent="cpu:4")
+    assert not all(np.array_equal(x, y) for x, y in zip(a, c, strict=False))
+
+
+def test_input_delay_shifts_the_action_by_whole_ticks() -> None:
+    jump = np.array([0, 0, 1, -1, -1, -1], dtype=np.float32)
+
+    def first_airborne_tick(delay: int) -> int:
+        env = BrawlpitEnv(mode="lockstep", action_repeat=2, input_delay=delay, opponent=lambda o: IDLE)
+        try:
+            env.reset(seed=5)
+            for _ in range(200):  # settle on the ground first
+                env.step(IDLE)
+            t_press = env.last_snapshot.tick
+            for _ in range(60):
+                env.step(jump)
+                if not env.last_snapshot.players[0].on_ground:
+                    return env.last_snapshot.tick - t_press
+        finally:
+            env.close()
+        raise AssertionError("never left the ground")
+
+    d0, d6 = first_airborne_tick(0), first_airborne_tick(6)
+    assert d6 - d0 == 6
+
+
+def test_killed_server_raises_instead_of_hanging() -> None:
+    env = BrawlpitEnv(opponent="cpu:2", recv_timeout=30.0)
+    try:
+        env.reset(seed=1)
+        env.step(IDLE)
+        assert env.server is not None
+        env.server.proc.kill()
+        env.server.proc.wait()
+        t0 = time.monotonic()
+        with pytest.raises(EnvError, match="server died"):
+            for _ in range(10):
+                env.step(IDLE)
+        assert time.monotonic() - t0 < 5.0
+    finally:
+        env.close()
+
+
+def test_eight_envs_start_at_once_on_distinct_ports_and_shut_down() -> None:
+    t0 = time.monotonic()
+    envs = [BrawlpitEnv(opponent="cpu:3") for _ in range(8)]
+    try:
+        for i, e in enumerate(envs):
+            e.reset(seed=i)
+        ports = {e.address[1] for e in envs}
+        assert len(ports) == 8
+        for e in envs:
+            for _ in range(20):
+                e.step(IDLE)
+        assert time.monotonic() - t0 < 15.0
+        pids = [e.server.pid for e in envs]
+    finally:
+        for e in envs:
+            e.close()
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+def _garbage(rng: random.Random, kind: int) -> bytes:
+    good_hdr = struct.pack("<HBBII", C.BP_MAGIC, C.BP_PROTO_VERSION, C.BP_PKT_CMD, 1, 0)
+    if kind == 0:  # random bytes of random length
+        return rng.randbytes(rng.randrange(0, 200))
+    if kind == 1:  # truncated CMD
+        return P.pack_cmd(1, 1, 0, 1, 0.0, 0.0, 0, 0, 4)[: rng.randrange(0, 40)]
+    if kind == 2:  # wrong token
+        return P.pack_cmd(1, rng.getrandbits(32), 0, 1, 0.0, 0.0, 0, 0, 4)
+    if kind == 3:  # wrong slot
+        return P.pack_cmd(1, 1, 0, 1, 0.0, 0.0, 0, rng.randrange(2, 256), 4)
+    if kind == 4:  # huge repeat / NaN sticks
+        return good_hdr + struct.pack("<IIIffIBBH", 1, 0, 1, float("nan"), 0.0, 0, 0, 255, 0)
+    return good_hdr[:2] + bytes([77]) + good_hdr[3:] + bytes(28)  # wrong version
+
+
+def test_flood_of_hostile_packets_is_dropped_and_counted() -> None:
+    env = BrawlpitEnv(opponent="cpu:3")
+    n_bad = 100_000
+    sent = 0
+    try:
+        env.reset(seed=1)
+        addr = env.address
+        stop = threading.Event()
+
+        def flood() -> None:
+            nonlocal sent
+            rng = random.Random(9)
+            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            for i in range(n_bad):
+                s.sendto(_garbage(rng, i % 6), addr)
+                sent += 1
+                if i % 200 == 199:
+                    time.sleep(0.001)  # bounded: ~0.5 s of pacing in all
+                if stop.is_set():
+                    break
+            s.close()
+
+        th = threading.Thread(target=flood)
+        th.start()
+        good_steps = 0
+        while th.is_alive() or good_steps < 500:
+            _, _, term, _, _ = env.step(IDLE if good_steps % 2 else RIGHT)
+            good_steps += 1
+            if term:
+                env.reset()
+        th.join(timeout=60)
+        stop.set()
+        assert sent == n_bad
+        time.sleep(0.2)
+        stats = env.server.stats()
+        dropped = stats["dropped"]
+        # every hostile datagram the kernel delivered is counted; loopback may
+        # shed a few under pressure, never more than it was sent
+        assert 0.98 * n_bad <= dropped <= n_bad, stats
+        assert stats["bad_len"] > 0 and stats["bad_version"] > 0
+        assert good_steps >= 500
+        env.step(IDLE)  # still serving
+    finally:
+        env.close()

@@ -1,0 +1,124 @@
+"""Wire structs: the ctypes mirrors, the struct fast paths and the C header agree."""
+
+from __future__ import annotations
+
+import ctypes
+import random
+import shutil
+import struct
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from brawlkit import protocol as P
+from brawlkit.constants import C, header_path, parse_header
+
+STRUCTS = [P.NetHeader, P.UserCmd, P.NetPlayer, P.MatchState, P.SnapshotPacket, P.NetHello,
+           P.NetWelcome, P.NetBye, P.NetReset, P.NetError]
+
+
+def _c_layout_program() -> str:
+    lines = ['#include <stdio.h>', '#include <stddef.h>', '#include "brawlpit.h"', "int main(void) {"]
+    for cls in STRUCTS:
+        name = cls.__name__
+        lines.append(f'  printf("{name} sizeof %zu\\n", sizeof({name}));')
+        for field, _, _ in P.struct_layout(cls):
+            lines.append(
+                f'  printf("{name} {field} %zu %zu\\n", offsetof({name}, {field}), '
+                f"sizeof((({name} *)0)->{field}));"
+            )
+    lines += ["  return 0;", "}"]
+    return "\n".join(lines)
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler")
+def test_c_sizes_and_offsets_match_ctypes(tmp_path: Path) -> None:
+    src = tmp_path / "layout.c"
+    src.write_text(_c_layout_program())
+    exe = tmp_path / "layout"
+    subprocess.run(
+        ["cc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-I", str(header_path().parent),
+         str(src), "-o", str(exe)],
+        check=True,
+    )
+    out = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout
+    seen = 0
+    for line in out.splitlines():
+        parts = line.split()
+        cls = getattr(P, parts[0])
+        if parts[1] == "sizeof":
+            assert int(parts[2]) == ctypes.sizeof(cls), line
+        else:
+            layout = {f: (o, s) for f, o, s in P.struct_layout(cls)}
+            assert layout[parts[1]] == (int(parts[2]), int(parts[3])), line
+        seen += 1
+    assert seen == sum(len(c._fields_) + 1 for c in STRUCTS)
+
+
+def test_normative_sizes() -> None:
+    assert ctypes.sizeof(P.NetHeader) == 12
+    assert ctypes.sizeof(P.UserCmd) == 28
+    assert ctypes.sizeof(P.NetPlayer) == 32
+    assert ctypes.sizeof(P.MatchState) == 16
+    assert P.SNAPSHOT_SIZE == 92
+
+
+def test_struct_fast_path_matches_ctypes() -> None:
+    rng = random.Random(1)
+    for _ in range(500):
+        pkt = P.SnapshotPacket()
+        pkt.hdr = P.make_header(C.BP_PKT_SNAPSHOT, rng.getrandbits(32), rng.getrandbits(32))
+        pkt.match.match_id = rng.getrandbits(32)
+        pkt.match.ticks_left = rng.randrange(9001)
+        pkt.match.phase, pkt.match.winner = rng.randrange(3), rng.choice([0, 1, 2, 255])
+        for i in range(2):
+            p = pkt.players[i]
+            p.x, p.y, p.vx, p.vy = (rng.uniform(-300, 300) for _ in range(4))
+            p.damage, p.shield = rng.uniform(0, 999), rng.uniform(0, 60)
+            p.stocks, p.facing, p.flags = rng.randrange(4), rng.choice([-1, 1]), rng.getrandbits(6)
+            p.hitstun_ticks, p.jumps_left, p.slot = rng.getrandbits(16), rng.randrange(3), i
+        snap = P.parse_snapshot(bytes(pkt))
+        assert snap.seq == pkt.hdr.seq and snap.tick == pkt.hdr.tick
+        assert snap.match_id == pkt.match.match_id and snap.ticks_left == pkt.match.ticks_left
+        for i in range(2):
+            for f, _, _ in P.struct_layout(P.NetPlayer):
+                assert getattr(snap.players[i], f) == getattr(pkt.players[i], f), f
+    cmd = P.pack_cmd(7, 0xDEADBEEF, 123, 9, 0.25, -1.0, 0b1010, 1, 4)
+    u = P.UserCmd.from_buffer_copy(cmd, P.HEADER_SIZE)
+    assert (u.session, u.tick, u.cmd_seq, u.stick_x, u.stick_y, u.buttons, u.slot, u.repeat) == (
+        0xDEADBEEF, 123, 9, 0.25, -1.0, 0b1010, 1, 4)
+
+
+@pytest.mark.parametrize(
+    "mutate, reason",
+    [
+        (lambda b: b[:40], "bytes"),
+        (lambda b: b"\x00\x00" + b[2:], "magic"),
+        (lambda b: b[:2] + bytes([9]) + b[3:], "version"),
+        (lambda b: b[:3] + bytes([99]) + b[4:], "unknown packet type"),
+        (lambda b: b + b"\x00", "bytes"),
+    ],
+)
+def test_malformed_snapshots_are_rejected_with_reason(mutate, reason) -> None:
+    good = bytes(P.SnapshotPacket(hdr=P.make_header(C.BP_PKT_SNAPSHOT, 1)))
+    with pytest.raises(P.ProtocolError, match=reason):
+        P.parse_snapshot(mutate(good))
+
+
+def test_non_finite_floats_are_rejected() -> None:
+    pkt = P.SnapshotPacket(hdr=P.make_header(C.BP_PKT_SNAPSHOT, 1))
+    pkt.players[0].x = float("nan")
+    with pytest.raises(P.ProtocolError, match="non-finite"):
+        P.parse_snapshot(bytes(pkt))
+
+
+def test_constants_come_from_the_header(tmp_path: Path) -> None:
+    values = parse_header(header_path())
+    assert values["BP_MAGIC"] == 0xB17E and values["BP_MATCH_TICKS"] == 9000
+    assert C.BP_OBS_DIM == 31 and isinstance(C.BP_BLAST_X, float)
+    bad = tmp_path / "bad.h"
+    bad.write_text("#define BP_OK 1\n#define BP_EXPR (BP_OK + 1)\n")
+    with pytest.raises(ValueError, match="bad.h:2"):
+        parse_header(bad)
+    assert struct.calcsize("<HBBII") == 12
