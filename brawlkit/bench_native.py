@@ -56,8 +56,10 @@ def policy_binary() -> Path:
     return exe
 
 
-def make_policy(seed: int = 0) -> Any:
-    """A fresh SB3 PPO policy of the project's shape (31 -> 64 tanh -> 64 tanh -> 6)."""
+def make_model(seed: int = 0, learn_steps: int = 0) -> Any:
+    """A fresh SB3 PPO of the project's policy contract (31 -> 64 tanh -> 64 tanh -> 6
+    actor, Box(-1, 1) spaces, no VecNormalize) on a zero-cost stand-in env; optionally
+    a few ``learn`` steps so the weights move off their initialisation."""
     import gymnasium as gym
     import torch
     from stable_baselines3 import PPO
@@ -70,7 +72,8 @@ def make_policy(seed: int = 0) -> Any:
             return np.zeros(31, np.float32), {}
 
         def step(self, action):  # type: ignore[override]
-            return np.zeros(31, np.float32), 0.0, False, False, {}
+            obs = self.np_random.uniform(-1, 1, 31).astype(np.float32)
+            return obs, float(np.asarray(action)[0]), False, False, {}
 
     model = PPO(
         "MlpPolicy",
@@ -78,9 +81,26 @@ def make_policy(seed: int = 0) -> Any:
         seed=seed,
         device="cpu",
         n_steps=64,
+        batch_size=32,
+        n_epochs=2,
         policy_kwargs=dict(net_arch=dict(pi=[64, 64], vf=[64, 64]), activation_fn=torch.nn.Tanh),
     )
-    return model.policy
+    if learn_steps:
+        model.learn(learn_steps)
+    return model
+
+
+def make_policy(seed: int = 0) -> Any:
+    """The policy of :func:`make_model` (random initialisation)."""
+    return make_model(seed).policy
+
+
+def make_checkpoint(path: str | Path, seed: int = 0, learn_steps: int = 128) -> Path:
+    """Save a tiny PPO checkpoint zip (for notebooks and tests that run standalone)."""
+    model = make_model(seed, learn_steps)
+    model.save(str(path))
+    p = Path(path)
+    return p if p.suffix == ".zip" else p.with_name(p.name + ".zip")
 
 
 def _best_ns(fn: Any, n: int, repeats: int = 3) -> float:

@@ -209,6 +209,7 @@ class BrawlpitEnv(gym.Env[np.ndarray, np.ndarray]):
         self._op_fn: Callable[[np.ndarray], np.ndarray] | None = None
         self._op_label = "none"
         self._snap: Snapshot | None = None
+        self._known_match = -1  # newest match id seen; a RESET must produce another
         self._sched_me: list[tuple[int, Decoded]] = []
         self._sched_op: list[tuple[int, Decoded]] = []
         self._steps = 0
@@ -305,6 +306,7 @@ class BrawlpitEnv(gym.Env[np.ndarray, np.ndarray]):
             raise
         w = P.parse_payload(data, P.NetWelcome)
         client.session, client.slot = w.session, w.slot
+        self._known_match = w.match_id
         return client
 
     def _bye(self, client: _Client) -> None:
@@ -321,7 +323,7 @@ class BrawlpitEnv(gym.Env[np.ndarray, np.ndarray]):
     def _reset_match(self, seed: int, cpu_level: int) -> Snapshot:
         """RESET and wait for the new match's first snapshot on every client."""
         assert self._me is not None
-        old = self._snap.match_id if self._snap is not None else -1
+        old = self._known_match
         lockstep = self.mode == "lockstep"
 
         def first_of_new_match(d: bytes) -> bool:
@@ -332,6 +334,7 @@ class BrawlpitEnv(gym.Env[np.ndarray, np.ndarray]):
         self._send_reset(seed, cpu_level)
         snap = _snapshot_or_none(self._wait(self._me, first_of_new_match))
         assert snap is not None
+        self._known_match = snap.match_id
         if self._op is not None:  # the opponent client sees the same match start
             self._wait(self._op, first_of_new_match)
         return snap
@@ -360,6 +363,7 @@ class BrawlpitEnv(gym.Env[np.ndarray, np.ndarray]):
         if fn is not None and self._op is None:
             if self._cpu_level != C.BP_CPU_NONE:
                 self._send_reset(0, C.BP_CPU_NONE)  # free slot 1 from the CPU
+                self._known_match += 1
             self._op = self._join(1, retries=20)
         self._op_fn, self._op_label = fn, label
         if cpu_level != C.BP_CPU_KEEP:
@@ -489,7 +493,6 @@ class BrawlpitEnv(gym.Env[np.ndarray, np.ndarray]):
             "ticks_elapsed": elapsed,
             "tick": snap.tick,
             "ticks_left": snap.ticks_left,
-            "match_id": snap.match_id,
             "self_damage": me.damage,
             "other_damage": op.damage,
             "self_stocks": me.stocks,

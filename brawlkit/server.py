@@ -150,7 +150,10 @@ class ServerProcess:
                         return self
             if self.proc.poll() is not None:
                 break
-        code = self.proc.poll()
+        try:
+            code: int | None = self.proc.wait(timeout=1.0)  # EOF usually means it is exiting
+        except subprocess.TimeoutExpired:
+            code = None
         self.close()
         state = f"exited with code {code}" if code is not None else "did not print its port in time"
         raise ServerError(

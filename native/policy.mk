@@ -3,13 +3,14 @@
 # (`include policy.mk`); also usable alone: make -C native -f policy.mk <target>.
 # Variables are prefixed BPW_ so they never clash with the including Makefile.
 
+BPW_DIR := $(patsubst %/,%,$(dir $(lastword $(MAKEFILE_LIST))))
 BPW_CC ?= cc
-BPW_CFLAGS ?= -std=c11 -O2 -Wall -Wextra -Werror -Iinclude -Isrc
+BPW_CFLAGS ?= -std=c11 -O2 -Wall -Wextra -Werror -ffp-contract=off -Iinclude -Isrc
 BPW_ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all -g
 BPW_LIBS := -llz4 -lm
 BPW_DEPS := src/policy.c src/policy.h
 
-.PHONY: policy check-policy policy-asan
+.PHONY: policy check-policy policy-asan bot
 
 policy: build/brawlpit_policy build/libbpwpolicy.so
 
@@ -38,3 +39,15 @@ build/asan/test_policy: tests/test_policy.c $(BPW_DEPS)
 check-policy: build/test_policy build/asan/test_policy build/brawlpit_policy build/asan/brawlpit_policy
 	./build/test_policy
 	./build/asan/test_policy
+
+# ---- the native bot: needs the observation objects of obs.mk (OBS_OBJS).
+# native/Makefile must include obs.mk before policy.mk; standalone use pulls it in.
+ifndef OBS_OBJS
+include $(BPW_DIR)/obs.mk
+endif
+
+bot: build/brawlpit_bot
+
+build/brawlpit_bot: src/bot.c $(BPW_DEPS) src/obs.h include/brawlpit.h $(OBS_OBJS)
+	@mkdir -p build
+	$(BPW_CC) $(BPW_CFLAGS) -o $@ src/bot.c src/policy.c $(OBS_OBJS) $(BPW_LIBS)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -82,7 +82,7 @@ def compile_file(path: str | Path, header: Path | None = None) -> CompiledModule
     return compile_source(_read(path), str(path), header)
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_stdlib_module(relpath: str) -> CompiledModule:
     """Compile ``parena/stdlib/<relpath>`` once per process."""
     return compile_file(stdlib_dir() / relpath)

@@ -33,7 +33,7 @@ from brawlkit.parena.syntax import (
 )
 
 NUM, BOOL = "number", "bool"
-BUILTIN_ARITY = {"abs": 1, "min": 2, "max": 2, "clip": 3, "header": 1}
+BUILTIN_ARITY = {"abs": 1, "sign": 1, "min": 2, "max": 2, "clip": 3, "header": 1}
 ARITH = frozenset({"+", "-", "*", "/"})
 ORDER = frozenset({"<", "<=", ">", ">="})
 EQUALITY = frozenset({"==", "!="})
@@ -105,7 +105,6 @@ class Checker:
         for sc in (self.defined, scope):
             prev = sc.get(name)
             if prev is None:
-                # C identifiers of labels are upper-cased: catch case-only clashes there
                 continue
             raise self.err(at, f"duplicate {kind} '{name}' (first defined as a {prev[2]} at "
                            f"{prev[0]}:{prev[1]})", "a new, unique name")
@@ -171,10 +170,9 @@ class Checker:
         closed: Node | None = None  # the rule after which nothing can run
         for item in d.body:
             if closed is not None:
-                what = "'otherwise'" if isinstance(closed, Rule) and closed.cond is None \
-                    else f"the always-true rule at {closed.line}:{closed.col}"
-                raise self.err(item, f"unreachable {'rule' if isinstance(item, Rule) else 'let'}"
-                               f" after {what}", "'}' — the fallback must be the last rule")
+                kind = "rule" if isinstance(item, Rule) else "let"
+                raise self.err(item, f"unreachable {kind} after 'otherwise' (at {closed.line}:"
+                               f"{closed.col})", "'}' — the fallback must be the last rule")
             if isinstance(item, Let):
                 e, t = self.expr(item.expr, scope, types)
                 self.declare(scope, item.name, item, "let")
@@ -191,7 +189,9 @@ class Checker:
                     if not cond.value:
                         raise self.err(item.cond, "this rule can never fire (its condition is "
                                        "always false)", "a condition that depends on an input")
-                    closed = item
+                    raise self.err(item.cond, "this rule always fires (its condition is always "
+                                   "true), so nothing after it is reachable",
+                                   "'otherwise => ...' for the fallback")
             else:
                 closed = item
             fn.body.append(("rule", cond, self.result(item.result, fn, scope, types)))
@@ -286,7 +286,7 @@ class Checker:
             arity = len(fn.params)
         else:
             raise self.err(n, f"unknown function '{n.func}'",
-                           "abs, min, max, clip, header, or a number function defined above")
+                           "abs, sign, min, max, clip, header, or a number function defined above")
         if len(n.args) != arity:
             raise self.err(n, f"wrong number of arguments to '{n.func}': got {len(n.args)}",
                            f"{arity} argument{'s' if arity != 1 else ''}")
@@ -340,8 +340,8 @@ class Checker:
         if not all(isinstance(a, Num) for a in n.args) or n.func not in BUILTIN_ARITY:
             return n
         vals = [a.value for a in n.args]  # type: ignore[attr-defined]
-        fn = {"abs": HELPERS["_abs"], "min": HELPERS["_min"], "max": HELPERS["_max"],
-              "clip": HELPERS["_clip"]}[n.func]
+        fn = {"abs": HELPERS["_abs"], "sign": HELPERS["_sign"], "min": HELPERS["_min"],
+              "max": HELPERS["_max"], "clip": HELPERS["_clip"]}[n.func]
         return self.num(n, float(fn(*vals)))
 
     def num(self, n: Node, v: float) -> Num:

@@ -15,7 +15,8 @@ from brawlkit.parena.check import CheckedFn, CheckedModule, LabelRef
 from brawlkit.parena.runtime import C_RUNTIME
 from brawlkit.parena.syntax import Binary, BoolLit, Call, Name, Node, Num, Unary
 
-_CALLS = {"abs": "fabs", "min": "prn_min", "max": "prn_max", "clip": "prn_clip"}
+_CALLS = {"abs": "fabs", "sign": "prn_sign", "min": "prn_min", "max": "prn_max",
+          "clip": "prn_clip"}
 _OPS = {"and": "&&", "or": "||"}
 
 

@@ -8,7 +8,7 @@ from brawlkit.parena.check import CheckedFn, CheckedModule, LabelRef
 from brawlkit.parena.runtime import PY_RUNTIME
 from brawlkit.parena.syntax import Binary, BoolLit, Call, Name, Node, Num, Unary
 
-_CALLS = {"abs": "_abs", "min": "_min", "max": "_max", "clip": "_clip"}
+_CALLS = {"abs": "_abs", "sign": "_sign", "min": "_min", "max": "_max", "clip": "_clip"}
 
 
 def num_literal(v: float) -> str:

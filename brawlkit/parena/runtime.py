@@ -11,6 +11,7 @@ the same comparisons (``C_RUNTIME``).
 * ``min(a, b) = a if a < b else b``, ``max(a, b) = a if a > b else b``,
   ``clip(x, lo, hi) = lo if x < lo else (hi if x > hi else x)`` — explicit
   comparisons, not Python's builtins or C's fmin/fmax (NaN rules differ).
+* ``sign(x) = -1 if x < 0 else (1 if x > 0 else 0)`` (0 for 0, -0 and NaN).
 * ``abs`` is Python ``abs`` / C ``fabs`` (both clear the sign bit).
 """
 
@@ -44,6 +45,10 @@ def _max(a, b):
 
 def _clip(x, lo, hi):
     return lo if x < lo else (hi if x > hi else x)
+
+
+def _sign(x):
+    return -1.0 if x < 0.0 else (1.0 if x > 0.0 else 0.0)
 '''
 
 C_RUNTIME = """\
@@ -53,6 +58,7 @@ static inline double prn_clip(double x, double lo, double hi)
 {
     return x < lo ? lo : (x > hi ? hi : x);
 }
+static inline double prn_sign(double x) { return x < 0.0 ? -1.0 : (x > 0.0 ? 1.0 : 0.0); }
 """
 
 HELPERS: dict[str, Any] = {}

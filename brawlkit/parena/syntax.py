@@ -232,7 +232,7 @@ class Parser:
         return LabelsDecl(kw.line, kw.col, name.text, labels)
 
     def parse_const(self) -> ConstDecl:
-        kw = self.advance()
+        self.advance()
         name = self.expect_name("a constant name after 'const'")
         self.expect("op", "=", "'=' after the constant name")
         return ConstDecl(name.line, name.col, name.text, self.parse_expr())
@@ -290,14 +290,14 @@ class Parser:
         left = self.parse_and()
         while self.at("kw", "or"):
             t = self.advance()
-            left = Binary(t.line, t.col, "or", left, self.parse_and())
+            left = Binary(left.line, left.col, "or", left, self.parse_and())
         return left
 
     def parse_and(self) -> Node:
         left = self.parse_not()
         while self.at("kw", "and"):
             t = self.advance()
-            left = Binary(t.line, t.col, "and", left, self.parse_not())
+            left = Binary(left.line, left.col, "and", left, self.parse_not())
         return left
 
     def parse_not(self) -> Node:
@@ -310,7 +310,7 @@ class Parser:
         left = self.parse_add()
         if self.tok.kind == "op" and self.tok.text in COMPARISONS:
             t = self.advance()
-            left = Binary(t.line, t.col, t.text, left, self.parse_add())
+            left = Binary(left.line, left.col, t.text, left, self.parse_add())
             if self.tok.kind == "op" and self.tok.text in COMPARISONS:
                 raise self.error(self.tok, "chained comparison",
                                  "'and' between two comparisons, e.g. a < b and b < c")
@@ -320,14 +320,14 @@ class Parser:
         left = self.parse_mul()
         while self.tok.kind == "op" and self.tok.text in ("+", "-"):
             t = self.advance()
-            left = Binary(t.line, t.col, t.text, left, self.parse_mul())
+            left = Binary(left.line, left.col, t.text, left, self.parse_mul())
         return left
 
     def parse_mul(self) -> Node:
         left = self.parse_unary()
         while self.tok.kind == "op" and self.tok.text in ("*", "/"):
             t = self.advance()
-            left = Binary(t.line, t.col, t.text, left, self.parse_unary())
+            left = Binary(left.line, left.col, t.text, left, self.parse_unary())
         return left
 
     def parse_unary(self) -> Node:
@@ -363,6 +363,7 @@ class Parser:
             self.advance()
             e = self.parse_expr()
             self.expect("op", ")", "')' to close the parenthesis")
+            e.line, e.col = t.line, t.col  # a parenthesised expression starts at '('
             return e
         raise self.error(t, f"unexpected {t.describe()}",
                          "an expression: a number, a name, a call, '-', 'not' or '('")

@@ -40,8 +40,11 @@
  *   are filled (by clients and/or the built-in CPU).
  *   client CMD(session, tick, cmd_seq, stick, buttons, slot, repeat) ...
  *   server SNAPSHOT to every joined client (see modes below).
- *   client RESET(session, seed, cpu_level) -> fresh match, match_id+1.
- *   client BYE(session) -> slot freed.
+ *   client RESET(session, seed, cpu_level) -> fresh match, match_id+1, tick
+ *   0; command queues and per-slot cmd_seq/ack state are cleared (cmd_seq
+ *   may restart per match); every client gets a SNAPSHOT.
+ *   client BYE(session) -> slot freed (match pauses in WAITING until refilled).
+ *   Once OVER, every CMD is answered with the final SNAPSHOT until a RESET.
  *
  * Modes (BP_MODE_*):
  *   REALTIME     ticks at 60 Hz wall clock, snapshot to each client each tick.

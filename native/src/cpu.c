@@ -30,8 +30,8 @@ static const Level LEVELS[8] = {
     {30, 12, 0.12f, 10.0f, 0.35f, 0.00f, 0.00f, 0.35f, 0.00f, 170.0f, 0.00f},
     {22, 9, 0.22f, 8.0f, 0.25f, 0.05f, 0.00f, 0.50f, 0.10f, 150.0f, 0.10f},
     {16, 7, 0.32f, 6.0f, 0.17f, 0.12f, 0.15f, 0.65f, 0.25f, 135.0f, 0.25f},
-    {12, 5, 0.42f, 5.0f, 0.11f, 0.20f, 0.35f, 0.75f, 0.40f, 120.0f, 0.40f},
-    {9, 4, 0.52f, 4.0f, 0.07f, 0.30f, 0.55f, 0.85f, 0.55f, 110.0f, 0.55f},
+    {13, 6, 0.42f, 5.0f, 0.12f, 0.20f, 0.30f, 0.72f, 0.40f, 120.0f, 0.40f},
+    {8, 4, 0.52f, 4.0f, 0.06f, 0.30f, 0.55f, 0.86f, 0.55f, 110.0f, 0.55f},
     {6, 3, 0.62f, 3.0f, 0.04f, 0.40f, 0.70f, 0.92f, 0.70f, 100.0f, 0.70f},
     {4, 2, 0.70f, 2.0f, 0.02f, 0.50f, 0.85f, 0.97f, 0.85f, 95.0f, 0.85f},
     {2, 1, 0.78f, 1.0f, 0.01f, 0.60f, 1.00f, 1.00f, 1.00f, 90.0f, 1.00f},
@@ -50,6 +50,8 @@ struct BpCpu {
     int rec_good;        /* recovery quality rolled per offstage episode */
     int was_off;
     int upb_done;        /* we used up-special this airtime */
+    int upb_steer;       /* ticks left holding the up-special aim */
+    float upb_aim_x, upb_aim_y;
 };
 
 static uint32_t rng_next(uint32_t *st) {
@@ -63,7 +65,6 @@ static uint32_t rng_next(uint32_t *st) {
 static float frand(BpCpu *c) { return (float)(rng_next(&c->rng) >> 8) * (1.0f / 16777216.0f); }
 static float absf(float v) { return v < 0.0f ? -v : v; }
 static float sgn(float v) { return v < 0.0f ? -1.0f : 1.0f; }
-static float clampf(float v, float lo, float hi) { return v < lo ? lo : (v > hi ? hi : v); }
 
 static uint32_t mix_seed(uint32_t seed, uint32_t salt) {
     uint32_t z = seed * 0x9E3779B9u + salt * 0x85EBCA6Bu + 0x632BE5ABu;
@@ -72,6 +73,8 @@ static uint32_t mix_seed(uint32_t seed, uint32_t salt) {
     z ^= z >> 16;
     return z ? z : 0x2545F491u;
 }
+
+uint32_t bp_cpu_match_seed(uint32_t match_seed) { return mix_seed(match_seed, 0xC0FFEEu); }
 
 BpCpu *bp_cpu_create(int level, uint32_t seed) {
     if (level < BP_CPU_LEVEL_MIN || level > BP_CPU_LEVEL_MAX) return NULL;
@@ -119,35 +122,56 @@ static int punishable(const NetPlayer *p) {
     }
 }
 
-/* Offstage recovery: drift home, double jump, up-special at the right spot. */
+/* Offstage recovery: drift home, double jump, then the up-special aimed at a
+ * point just above the ledge corner (its travel is a fixed 61.6 units).
+ * Below the stage block the way home is around its side: get outside the wall
+ * first (an up-special into the block's underside only bonks its head). */
+#define UPB_REACH 60.0f
 static BpInput recover(BpCpu *c, const NetPlayer *me) {
+    const float wall = EDGE + BP_FIGHTER_HALF_WIDTH;
+    const float under = -BP_STAGE_DEPTH - BP_FIGHTER_HEIGHT; /* head touches the block */
     float s = sgn(me->x), toward = -s;
-    float gx = absf(me->x) - EDGE; /* horizontal gap to the edge, > 0 outside */
-    float y = me->y;
+    float gxw = absf(me->x) - wall; /* gap to the wall, > 0 outside */
+    float x = me->x, y = me->y;
     int good = c->rec_good;
-    if (me->action_state == BP_AS_HELPLESS || me->action_state == BP_AS_UPSPECIAL)
+    int below = y < under + 4.0f;
+    if (me->action_state == BP_AS_HELPLESS || me->action_state == BP_AS_UPSPECIAL) {
+        if (below && gxw < 3.0f) return in_make(s, 0.0f, 0);
         return in_make(toward, 0.0f, 0);
+    }
     if (me->action_state != BP_AS_AIR) return in_make(toward, 0.0f, 0);
     float sx = toward;
-    if (!good && frand(c) < 0.3f) sx = 0.0f; /* sloppy: forgets to drift */
-    /* double jump: when falling below the ledge line, or far out */
+    if (below && gxw < 4.0f && good) sx = s; /* get out from under the stage */
+    if (!good && frand(c) < 0.3f) sx = 0.0f;  /* sloppy: forgets to drift */
+    /* aim point: just above the ledge corner (or onto the stage if above it) */
+    float tx = s * (EDGE + 1.0f), ty = 5.0f;
+    if (y > 0.0f) tx = s * (EDGE - 12.0f), ty = y * 0.5f + 6.0f;
+    float ax = tx - x, ay = ty - y;
+    if (below && gxw < 2.0f) ax = 0.0f; /* straight up the wall */
+    float dist2 = ax * ax + ay * ay;
+    int in_reach = dist2 <= UPB_REACH * UPB_REACH;
+    /* double jump: falling below the ledge line, or out of reach */
     if (me->jumps_left > 0 && me->vy < 0.0f) {
-        float jump_below = good ? -8.0f : -30.0f - 30.0f * frand(c);
-        if (y < jump_below || (good && gx > 45.0f && y < 30.0f)) return in_make(sx, 0.0f, BP_BTN_JUMP);
+        float jump_below = good ? -6.0f : -30.0f - 30.0f * frand(c);
+        if (y < jump_below || (good && !in_reach && y < 40.0f)) return in_make(sx, 0.0f, BP_BTN_JUMP);
     }
-    if (!c->upb_done && gx > 0.0f) {
-        int use = 0;
-        if (good) {
-            /* up-B once out of jumps (or low), close enough to reach the wall/ledge */
-            use = (me->jumps_left == 0 || y < -45.0f) && y < 4.0f && gx < 30.0f && me->vy < 0.5f;
-            if (y < -60.0f && gx < 34.0f) use = 1;
-        } else {
-            use = (y < -20.0f && frand(c) < 0.25f) || y < -70.0f; /* early/late, any distance */
-        }
+    if (!c->upb_done) {
+        int use;
+        if (good)
+            use = in_reach && (me->jumps_left == 0 || y < -40.0f) && me->vy < 0.3f &&
+                  (y < ty - 4.0f || absf(ax) > 30.0f);
+        else
+            use = (y < -20.0f && frand(c) < 0.2f) || y < -75.0f; /* early/late, any distance */
         if (use) {
-            float k = good ? clampf((gx + 3.0f) / 30.8f, 0.25f, 1.0f) : frand(c);
+            float ux = ax, uy = ay < 0.0f ? 0.0f : ay;
+            if (!good) ux = toward * frand(c) * 60.0f, uy = 30.0f;
+            float m = absf(ux) > absf(uy) ? absf(ux) : absf(uy);
+            if (m < 1e-3f) ux = 0.0f, uy = 1.0f, m = 1.0f;
             c->upb_done = 1;
-            return in_make(toward * k, 1.0f, BP_BTN_SPECIAL);
+            c->upb_aim_x = ux / m;
+            c->upb_aim_y = uy / m;
+            c->upb_steer = 6; /* keep steering through the startup */
+            return in_make(ux / m, 1.0f, BP_BTN_SPECIAL);
         }
     }
     return in_make(sx, 0.0f, 0);
@@ -255,6 +279,7 @@ BpInput bp_cpu_think(BpCpu *c, const BpSim *s, int slot) {
         c->wait = 0;
         c->hold_btn_ticks = 0;
         c->upb_done = 0;
+        c->upb_steer = 0;
         c->was_off = 0;
     }
     c->last_tick = t;
@@ -276,6 +301,11 @@ BpInput bp_cpu_think(BpCpu *c, const BpSim *s, int slot) {
     if (off && !c->was_off) c->rec_good = frand(c) < c->p.recover;
     c->was_off = off;
 
+    if (c->upb_steer > 0) { /* the up-special reads its angle at the end of startup */
+        c->upb_steer--;
+        c->wait = 0;
+        return in_make(c->upb_aim_x, c->upb_aim_y, 0);
+    }
     uint32_t held = 0;
     if (c->hold_btn_ticks > 0) {
         c->hold_btn_ticks--;

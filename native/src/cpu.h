@@ -25,6 +25,10 @@ int bp_cpu_level(const BpCpu *c);
 /* Decide this tick's input for `slot`; call once per tick, before stepping. */
 BpInput bp_cpu_think(BpCpu *c, const BpSim *s, int slot);
 
+/* The CPU seed the server uses for a match seeded `match_seed` (so an
+ * in-process replay of a server match can build the identical CPU). */
+uint32_t bp_cpu_match_seed(uint32_t match_seed);
+
 /* slot 1 = cpu1 (slot 0 = *in0 every tick, neutral if NULL); steps up to
  * n_ticks, stops at match end; returns ticks stepped. */
 int bp_sim_step_cpu(BpSim *s, const BpInput *in0, BpCpu *cpu1, int n_ticks);

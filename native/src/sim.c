@@ -18,9 +18,13 @@
  * Roughly: the jab never kills from mid-stage; the side special (the
  * finisher) kills from near the ledge at ~110-120% and from mid-stage later.
  *
- * Recovery budget from below the ledge: double jump (~26 units up) plus the
- * up-special (~67 units up, up to ~31 sideways), then helpless until landing
- * or ledge snap: from much below y = -95, or too far out, a fighter is lost.
+ * Recovery budget: double jump (~26 units up) plus the up-special (61.6
+ * units in a direction chosen with the stick at the end of its 5-tick
+ * startup, any angle in the upper half plane), then helpless until landing or
+ * ledge snap.  Air drift (1.0/tick) is slow against falling (2.0/tick), so
+ * from much below y = -95, or far out and low, a fighter is lost.  Under the
+ * stage block the way home is around the wall: an up-special into the block's
+ * underside only bonks.
  *
  * Buttons JUMP/ATTACK/SPECIAL fire on a press, and again every
  * G_BTN_REPEAT ticks while held (a held button is buffered until the fighter
@@ -66,9 +70,7 @@
 
 #define G_UPB_STARTUP 5
 #define G_UPB_TRAVEL 22
-#define G_UPB_VY 2.8f
-#define G_UPB_VX 1.4f
-#define G_UPB_END_VY 1.0f
+#define G_UPB_SPEED 2.8f /* 22 ticks x 2.8 = 61.6 units in the chosen direction */
 #define G_HELPLESS_LAG 10
 #define G_AERIAL_LAG 6
 #define G_SHIELD_DROP_LAG 6
@@ -123,7 +125,7 @@ typedef struct {
     int32_t grounded, hitstun, lag, move, move_hit;
     int32_t jumps_left, upb_used, sideb_used, fastfall;
     int32_t invuln, ledge_side, regrab, ledge_invuln_ok, edge_stop;
-    float upb_vx;
+    float upb_vx, upb_vy;
     uint32_t buttons, prev_buttons;
     int32_t btn_age[3];
 } Fighter;
@@ -153,6 +155,15 @@ static float rng_unit(uint32_t *st) { /* [-1, 1) */
 static float clampf(float v, float lo, float hi) { return v < lo ? lo : (v > hi ? hi : v); }
 static float absf(float v) { return v < 0.0f ? -v : v; }
 static float signf(float v) { return v < 0.0f ? -1.0f : 1.0f; }
+
+/* sqrt by Newton iterations in plain float arithmetic (bit-reproducible
+ * everywhere, unlike a libm call that may differ between builds). */
+static float approx_sqrt(float v) {
+    if (v <= 0.0f) return 0.0f;
+    float r = v > 1.0f ? v : 1.0f;
+    for (int i = 0; i < 20; i++) r = 0.5f * (r + v / r);
+    return r;
+}
 
 static float approach(float v, float target, float step) {
     if (v < target) return v + step > target ? target : v + step;
@@ -542,18 +553,30 @@ static void control(BpSim *s, int i, const BpInput *in) {
             f->vy = 0.0f;
             f->kvx = f->kvy = 0.0f;
             if (f->timer == G_UPB_STARTUP - 1) {
-                float sx = absf(in->stick_x) < 0.2f ? 0.0f : in->stick_x;
-                f->upb_vx = sx * G_UPB_VX;
-                if (sx != 0.0f) f->facing = sx < 0.0f ? -1 : 1;
+                /* direction from the stick at the end of startup: any angle
+                 * in the upper half plane (neutral = straight up) */
+                float sx = in->stick_x, sy = in->stick_y < 0.0f ? 0.0f : in->stick_y;
+                float n2 = sx * sx + sy * sy;
+                if (n2 < 0.04f) {
+                    sx = 0.0f;
+                    sy = 1.0f;
+                } else {
+                    float n = approx_sqrt(n2);
+                    sx /= n;
+                    sy /= n;
+                }
+                f->upb_vx = sx * G_UPB_SPEED;
+                f->upb_vy = sy * G_UPB_SPEED;
+                if (absf(sx) > 0.2f) f->facing = sx < 0.0f ? -1 : 1;
             }
         } else if (f->timer < G_UPB_STARTUP + G_UPB_TRAVEL) {
             f->grounded = 0;
             f->vx = f->upb_vx;
-            f->vy = G_UPB_VY;
+            f->vy = f->upb_vy;
             f->kvx = f->kvy = 0.0f;
         } else {
-            f->vx = f->upb_vx * 0.5f;
-            f->vy = G_UPB_END_VY;
+            f->vx = f->upb_vx * 0.4f;
+            f->vy = f->upb_vy * 0.35f;
             set_state(f, BP_AS_HELPLESS);
         }
         return;

@@ -1,0 +1,195 @@
+"""``python -m brawlkit bench train [--json]``: what the environment costs the trainer.
+
+Runs SB3 PPO (the training policy and hyperparameters) for the same number of
+env steps on (a) real BRAWLPIT envs over UDP and (b) a zero-cost dummy env with
+identical spaces, episode length and vec-env path, for n_envs 1 and 2, and
+reports env-steps/s of each and their ratio (1.0 = the env is free; target
+>= 0.75, i.e. the env costs the trainer at most 25 %).  At n_envs 2 it also
+measures SB3's ``SubprocVecEnv`` against the in-process vec env.  Then one
+cProfile'd BRAWLPIT run says where the time goes: env step (UDP wait,
+observation, reward), policy forward during rollouts, the PPO update, and the
+rest of SB3's rollout loop.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import pstats
+import time
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from brawlkit.vecenv import limit_threads
+
+EP_LEN = 2250  # a full match at action_repeat 4
+
+
+class DummyBrawlpitEnv(gym.Env):
+    """Same spaces and episode length as BrawlpitEnv, zero work per step."""
+
+    def __init__(self) -> None:
+        self.observation_space = gym.spaces.Box(-10.0, 10.0, (31,), np.float32)
+        self.action_space = gym.spaces.Box(-1.0, 1.0, (6,), np.float32)
+        self._obs = np.zeros(31, np.float32)
+        self._t = 0
+        self._info = {"opponent": "dummy", "outcome": None}
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        self._t = 0
+        return self._obs, {"opponent": "dummy"}
+
+    def step_send(self, action: np.ndarray) -> None:
+        pass
+
+    def step_recv(self):
+        self._t += 1
+        done = self._t >= EP_LEN
+        return self._obs, 0.0, done, False, {"opponent": "dummy", "outcome": "draw" if done else None}
+
+    def step(self, action: np.ndarray):
+        return self.step_recv()
+
+
+def _make_venv(kind: str, n_envs: int, vec: str) -> Any:
+    from stable_baselines3.common.vec_env import VecMonitor
+
+    from brawlkit.env import BrawlpitEnv
+    from brawlkit.rewards import make_reward
+    from brawlkit.vecenv import make_vec_env
+
+    if kind == "dummy":
+        fns = [DummyBrawlpitEnv for _ in range(n_envs)]
+    else:
+        fns = [lambda: BrawlpitEnv(opponent="cpu:3", reward=make_reward("tiered")) for _ in range(n_envs)]
+    return VecMonitor(make_vec_env(fns, vec=vec))
+
+
+def _model(venv: Any, n_steps: int) -> Any:
+    from stable_baselines3 import PPO
+
+    from brawlkit.train import TrainConfig, _policy_kwargs
+
+    d = TrainConfig()
+    return PPO("MlpPolicy", venv, learning_rate=d.learning_rate, n_steps=n_steps,
+               batch_size=min(d.batch_size, n_steps * venv.num_envs), n_epochs=d.n_epochs,
+               gamma=d.gamma, gae_lambda=d.gae_lambda, ent_coef=d.ent_coef,
+               policy_kwargs=_policy_kwargs(), seed=0, device="cpu", verbose=0)
+
+
+def measure(kind: str, n_envs: int, steps: int, vec: str = "inproc", n_steps: int = 512,
+            profile: bool = False) -> dict[str, Any]:
+    """PPO env-steps/s (rollouts + updates) on ``kind`` = brawlpit | dummy."""
+    venv = _make_venv(kind, n_envs, vec)
+    try:
+        model = _model(venv, n_steps)
+        model.learn(n_steps * n_envs)  # warm-up: servers, torch, first reset
+        prof = cProfile.Profile() if profile else None
+        n0 = model.num_timesteps
+        t0 = time.perf_counter()
+        if prof:
+            prof.enable()
+        model.learn(steps, reset_num_timesteps=False)
+        if prof:
+            prof.disable()
+        dt = time.perf_counter() - t0
+        done = model.num_timesteps - n0  # whole rollouts: what actually ran
+        out: dict[str, Any] = {"steps": done, "seconds": dt, "steps_per_s": done / dt}
+        if prof:
+            out["profile"] = breakdown(prof, dt)
+        return out
+    finally:
+        venv.close()
+
+
+def _cum(stats: pstats.Stats, func: str, file_part: str) -> float:
+    tot = 0.0
+    for (fname, _line, name), (_cc, _nc, _tt, ct, _callers) in stats.stats.items():  # type: ignore[attr-defined]
+        if name == func and file_part in fname:
+            tot += ct
+    return tot
+
+
+def breakdown(prof: cProfile.Profile, wall: float) -> dict[str, float]:
+    """Shares of the profiled wall time (profiler overhead inflates Python-heavy parts)."""
+    st = pstats.Stats(prof)
+    total = sum(v[2] for v in st.stats.values())  # type: ignore[attr-defined]
+    env = _cum(st, "step_wait", "brawlkit/vecenv.py")
+    wait = _cum(st, "_wait", "brawlkit/env.py")
+    obs = _cum(st, "build_observation", "brawlkit/observation.py")
+    rew = _cum(st, "__call__", "brawlkit/rewards.py")
+    send = _cum(st, "step_send", "brawlkit/env.py")
+    fwd = _cum(st, "forward", "stable_baselines3/common/policies.py")
+    upd = _cum(st, "train", "stable_baselines3/ppo/ppo.py")
+    rollout = _cum(st, "collect_rollouts", "on_policy_algorithm.py")
+    denom = max(total, 1e-9)
+    return {
+        "profiled_seconds": round(total, 3),
+        "env_step": round(env / denom, 3),
+        "env_step/udp_wait": round(wait / denom, 3),
+        "env_step/observation": round(obs / denom, 3),
+        "env_step/reward": round(rew / denom, 3),
+        "env_step/send": round(send / denom, 3),
+        "policy_forward": round(fwd / denom, 3),
+        "ppo_update": round(upd / denom, 3),
+        "rollout_other": round(max(0.0, rollout - env - fwd) / denom, 3),
+        "other": round(max(0.0, total - rollout - upd) / denom, 3),
+    }
+
+
+def run(steps: int = 4096, n_envs_list: tuple[int, ...] = (1, 2), subproc: bool = True,
+        profile: bool = True) -> dict[str, Any]:
+    limit_threads()
+    res: dict[str, Any] = {"steps": steps, "n_envs": {}}
+    for n in n_envs_list:
+        b = measure("brawlpit", n, steps)
+        d = measure("dummy", n, steps)
+        row = {"brawlpit_steps_per_s": round(b["steps_per_s"], 1),
+               "dummy_steps_per_s": round(d["steps_per_s"], 1),
+               "ratio": round(b["steps_per_s"] / d["steps_per_s"], 3)}
+        if subproc and n > 1:
+            s = measure("brawlpit", n, steps, vec="subproc")
+            row["subproc_brawlpit_steps_per_s"] = round(s["steps_per_s"], 1)
+            row["subproc_ratio"] = round(s["steps_per_s"] / d["steps_per_s"], 3)
+        res["n_envs"][str(n)] = row
+        for k, v in row.items():
+            res[f"n{n}_{k}"] = v
+    last = str(n_envs_list[-1])
+    res["brawlpit_steps_per_s"] = res["n_envs"][last]["brawlpit_steps_per_s"]
+    res["dummy_steps_per_s"] = res["n_envs"][last]["dummy_steps_per_s"]
+    res["ratio"] = res["n_envs"][last]["ratio"]
+    if profile:
+        res["profile_n_envs"] = int(last)
+        res["profile"] = measure("brawlpit", int(last), steps, profile=True)["profile"]
+    return res
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m brawlkit bench train", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--steps", type=int, default=4096, help="measured env steps per configuration")
+    ap.add_argument("--n-envs", default="1,2", help="comma list (default 1,2)")
+    ap.add_argument("--no-subproc", action="store_true", help="skip the SubprocVecEnv comparison")
+    ap.add_argument("--no-profile", action="store_true", help="skip the cProfile breakdown")
+    ap.add_argument("--json", action="store_true", help="one JSON object on the last stdout line")
+    args = ap.parse_args(argv)
+    res = run(args.steps, tuple(int(x) for x in args.n_envs.split(",")), not args.no_subproc,
+              not args.no_profile)
+    if args.json:
+        print(json.dumps(res))
+        return 0
+    print(f"PPO env-steps/s over {args.steps} steps (ratio = brawlpit / zero-cost dummy; target >= 0.75)")
+    for n, row in res["n_envs"].items():
+        extra = (f"  subproc {row['subproc_brawlpit_steps_per_s']:8.1f} (ratio {row['subproc_ratio']:.3f})"
+                 if "subproc_ratio" in row else "")
+        print(f"  n_envs {n}: brawlpit {row['brawlpit_steps_per_s']:8.1f}  dummy "
+              f"{row['dummy_steps_per_s']:8.1f}  ratio {row['ratio']:.3f}{extra}")
+    if "profile" in res:
+        print(f"where the time goes (cProfile, n_envs {res['profile_n_envs']}, shares of profiled time):")
+        for k, v in res["profile"].items():
+            print(f"  {k:24s} {v}")
+    return 0

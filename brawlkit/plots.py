@@ -1,0 +1,159 @@
+"""Plots of a training run, read from its CSV logs and checkpoint JSONs.
+
+Static matplotlib, so papermill runs the notebooks headless.  Every function
+takes a run dir (``runs/<role>/<run>``) or the frame the loaders return and an
+optional ``ax``; :func:`plot_run` draws the whole dashboard.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+STEP = "time/total_timesteps"
+
+
+def load_progress(run_dir: str | Path) -> pd.DataFrame:
+    """All ``progress*.csv`` of a run (resumed runs keep one per part), by step."""
+    parts = []
+    for p in sorted(Path(run_dir).glob("progress*.csv")):
+        try:
+            df = pd.read_csv(p)
+        except (pd.errors.EmptyDataError, pd.errors.ParserError):
+            continue
+        if STEP in df.columns and len(df):
+            parts.append(df)
+    if not parts:
+        return pd.DataFrame({STEP: []})
+    return pd.concat(parts, ignore_index=True).sort_values(STEP, kind="stable").reset_index(drop=True)
+
+
+def load_evals(run_dir: str | Path) -> pd.DataFrame:
+    """One row per generation: steps and win/draw rate per evaluated opponent."""
+    rows = []
+    for p in sorted(Path(run_dir).glob("gen_*.json")):
+        try:
+            meta = json.loads(p.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue
+        row: dict[str, Any] = {"generation": meta.get("generation"), "steps": meta.get("steps")}
+        for opp, ev in (meta.get("eval") or {}).items():
+            row[f"win_rate/{opp}"] = ev.get("win_rate")
+            row[f"draw_rate/{opp}"] = ev.get("draw_rate")
+            row[f"spam_fraction/{opp}"] = ev.get("spam_fraction")
+        rows.append(row)
+    return pd.DataFrame(rows).sort_values("generation") if rows else pd.DataFrame()
+
+
+def _series(df: pd.DataFrame, key: str) -> tuple[np.ndarray, np.ndarray]:
+    if key not in df.columns:
+        return np.array([]), np.array([])
+    sub = df[[STEP, key]].dropna()
+    return sub[STEP].to_numpy(), sub[key].to_numpy()
+
+
+def _ax(ax: Any) -> Any:
+    if ax is None:
+        import matplotlib.pyplot as plt
+
+        _, ax = plt.subplots(figsize=(6, 3.5))
+    return ax
+
+
+def _empty(ax: Any, what: str) -> None:
+    ax.text(0.5, 0.5, f"no {what} logged yet", ha="center", va="center", transform=ax.transAxes)
+
+
+def plot_entropy_std(df: pd.DataFrame, ax: Any = None) -> Any:
+    """Policy entropy (−train/entropy_loss) and the Gaussian action std over training."""
+    ax = _ax(ax)
+    x, ent = _series(df, "train/entropy_loss")
+    xs, std = _series(df, "train/std")
+    if not len(x) and not len(xs):
+        _empty(ax, "train/entropy_loss or train/std")
+        return ax
+    ax.plot(x, -ent, label="entropy", color="tab:blue")
+    ax.set_xlabel("env steps")
+    ax.set_ylabel("entropy", color="tab:blue")
+    ax2 = ax.twinx()
+    ax2.plot(xs, std, label="action std", color="tab:orange")
+    ax2.set_ylabel("action std", color="tab:orange")
+    ax.set_title("entropy and action std")
+    return ax
+
+
+def plot_reward_tiers(df: pd.DataFrame, ax: Any = None) -> Any:
+    """Mean per-episode reward of every tier (``reward/<tier>``)."""
+    ax = _ax(ax)
+    keys = [c for c in df.columns if c.startswith("reward/")]
+    for k in keys:
+        x, y = _series(df, k)
+        if len(x):
+            ax.plot(x, y, marker=".", label=k.split("/", 1)[1])
+    if not keys:
+        _empty(ax, "reward/<tier>")
+    else:
+        ax.axhline(0, color="grey", lw=0.5)
+        ax.legend(fontsize=8)
+    ax.set_xlabel("env steps")
+    ax.set_ylabel("reward per episode")
+    ax.set_title("reward by tier")
+    return ax
+
+
+def plot_win_rates(evals: pd.DataFrame, ax: Any = None) -> Any:
+    """Deterministic-policy win rate vs each evaluated CPU level, per generation."""
+    ax = _ax(ax)
+    cols = [c for c in evals.columns if c.startswith("win_rate/")]
+    for c in sorted(cols, key=lambda c: (len(c), c)):
+        ax.plot(evals["steps"], evals[c], marker="o", label=c.split("/", 1)[1].replace("_", " "))
+    if not cols:
+        _empty(ax, "evaluation")
+    else:
+        ax.legend(fontsize=8)
+    ax.axhline(0.8, color="grey", ls=":", lw=1)
+    ax.set_ylim(-0.05, 1.05)
+    ax.set_xlabel("env steps")
+    ax.set_ylabel("win rate")
+    ax.set_title("win rate by CPU level (per generation)")
+    return ax
+
+
+def plot_spam(df: pd.DataFrame, evals: pd.DataFrame | None = None, ax: Any = None) -> Any:
+    """Share of an episode spent on the single most-used action pattern."""
+    ax = _ax(ax)
+    x, y = _series(df, "play/spam_fraction")
+    if len(x):
+        ax.plot(x, y, marker=".", label="training (stochastic)")
+    if evals is not None and len(evals):
+        for c in [c for c in evals.columns if c.startswith("spam_fraction/")]:
+            ax.plot(evals["steps"], evals[c], marker="o", ls="--",
+                    label=f"eval {c.split('/', 1)[1]} (deterministic)")
+    if not len(x) and (evals is None or not len(evals)):
+        _empty(ax, "play/spam_fraction")
+    else:
+        ax.legend(fontsize=8)
+    ax.set_ylim(0, 1.05)
+    ax.set_xlabel("env steps")
+    ax.set_ylabel("spam fraction")
+    ax.set_title("one-move spam")
+    return ax
+
+
+def plot_run(run_dir: str | Path) -> Any:
+    """The 2×2 dashboard of a run; returns the figure."""
+    import matplotlib.pyplot as plt
+
+    df, ev = load_progress(run_dir), load_evals(run_dir)
+    fig, axes = plt.subplots(2, 2, figsize=(12, 7.5))
+    plot_entropy_std(df, axes[0, 0])
+    plot_reward_tiers(df, axes[0, 1])
+    plot_win_rates(ev, axes[1, 0])
+    plot_spam(df, ev, axes[1, 1])
+    fig.suptitle(str(run_dir))
+    fig.tight_layout()
+    return fig

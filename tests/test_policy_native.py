@@ -1,0 +1,229 @@
+"""The C loader/forward (native/src/policy.c) against torch, numpy and the Python reader.
+
+- parity: C forward vs the torch actor mean on 10,000 observations, max abs diff <= 1e-5
+  (the numpy forward too), for raw, LZ4 and shuffled blobs of the same weights;
+- action decoding: C ``bp_action_decode`` == ``brawlkit.export.decode_action``;
+- fuzz: 10,000 corrupted / truncated / wrong-version / bit-flipped / size-lied blobs
+  (raw, LZ4, shuffled) streamed into ONE process of the AddressSanitizer+UBSan build;
+  it must exit 0 (any ASan/UBSan report aborts it non-zero), and for every blob C's
+  accept/refuse equals the Python reader's.  Must-refuse classes (truncation, wrong
+  version/magic, header lies, trailing bytes, any change to a compressed blob) are
+  asserted refused; a bit flip in a raw blob's float payload is accepted iff the values
+  stay finite (the raw format has no checksum — documented in export.py / policy.h).
+"""
+
+from __future__ import annotations
+
+import struct
+import subprocess
+
+import numpy as np
+import pytest
+from _bpw_fixtures import build_policy_tools, make_trained_like_checkpoint, torch_actor_mean
+
+from brawlkit import export as ex
+
+
+@pytest.fixture(scope="module")
+def tools():
+    return build_policy_tools()
+
+
+@pytest.fixture(scope="module")
+def ckpt(tmp_path_factory):
+    d = tmp_path_factory.mktemp("native")
+    path = d / "ppo.zip"
+    model = make_trained_like_checkpoint(path, seed=3)
+    raw = ex.pack_bpw(ex.actor_layers(ex.load_sb3_policy(path)))
+    return d, model, raw
+
+
+def c_forward(exe, blob_path, obs, tmp, ref=False):
+    (tmp / "obs.f32").write_bytes(obs.astype("<f4").tobytes())
+    args = [str(exe), "forward"] + (["--ref"] if ref else []) + [
+        str(blob_path), str(tmp / "obs.f32"), str(tmp / "out.f32")]
+    subprocess.run(args, check=True)
+    return np.fromfile(tmp / "out.f32", dtype="<f4").reshape(len(obs), -1)
+
+
+def test_c_forward_parity_with_torch_and_numpy(tools, ckpt, tmp_path):
+    exe, _ = tools
+    d, model, raw = ckpt
+    rng = np.random.default_rng(7)
+    obs = np.concatenate([
+        rng.uniform(-1, 1, (6_000, 31)),
+        rng.uniform(-3, 3, (3_000, 31)),
+        rng.choice([-1.0, 0.0, 1.0], (1_000, 31)),
+    ]).astype(np.float32)
+    mean = torch_actor_mean(model.policy, obs)
+    assert np.abs(mean).max() > 1.0
+    outs = {}
+    for kind in ("none", "lz4", "shuffle"):
+        p = tmp_path / f"{kind}.bpw"
+        p.write_bytes(ex.encode_blob(raw, kind))
+        outs[kind] = c_forward(exe, p, obs, tmp_path)
+    c = outs["none"]
+    assert np.array_equal(c, outs["lz4"]) and np.array_equal(c, outs["shuffle"])
+    diff_c = float(np.abs(c - mean).max())
+    diff_np = float(np.abs(ex.NumpyPolicy(raw).forward(obs) - mean).max())
+    diff_ref = float(np.abs(c_forward(exe, tmp_path / "none.bpw", obs, tmp_path, ref=True)
+                            - mean).max())
+    print(f"max|C-torch|={diff_c:.3g} max|numpy-torch|={diff_np:.3g} max|Cref-torch|={diff_ref:.3g}")
+    assert diff_c <= 1e-5 and diff_np <= 1e-5 and diff_ref <= 1e-5
+    # what the live game plays: predict(deterministic) == clip(C mean)
+    pred, _ = model.predict(obs[:2000], deterministic=True)
+    assert np.abs(np.clip(c[:2000], -1, 1) - pred).max() <= 1e-5
+
+
+def test_c_decode_matches_python(tools, tmp_path):
+    exe, _ = tools
+    rng = np.random.default_rng(1)
+    specials = np.array([0.0, -0.0, 1.0, -1.0, 1.0000001, -1.0000001, 1e-38, -1e-38, 1e-45,
+                         np.inf, -np.inf, np.nan, 3.0e38], np.float32)
+    a = np.concatenate([
+        rng.normal(0, 1.5, (3000, 6)).astype(np.float32),
+        rng.choice(specials, (2000, 6)),
+    ]).astype(np.float32)
+    (tmp_path / "a.f32").write_bytes(a.astype("<f4").tobytes())
+    subprocess.run([str(exe), "decode", str(tmp_path / "a.f32"), str(tmp_path / "d.txt")],
+                   check=True)
+    lines = (tmp_path / "d.txt").read_text().splitlines()
+    assert len(lines) == len(a)
+    for row, line in zip(a, lines, strict=True):
+        sx, sy, b = line.split()
+        assert (np.float32(sx), np.float32(sy), int(b)) == ex.decode_action(row), row
+
+
+def test_check_cli_messages(tools, ckpt, tmp_path):
+    exe, _ = tools
+    _, _, raw = ckpt
+    good = tmp_path / "g.bpw"
+    good.write_bytes(ex.compress_shuffled(raw))
+    r = subprocess.run([str(exe), "check", str(good)], capture_output=True, text=True)
+    assert r.returncode == 0 and "ok kind=shuffle layers=3 obs=31 act=6" in r.stdout
+    bad = tmp_path / "b.bpw"
+    bad.write_bytes(raw[:4] + struct.pack("<I", 9) + raw[8:])
+    r = subprocess.run([str(exe), "check", str(bad)], capture_output=True, text=True)
+    assert r.returncode == 1 and "unknown version 9" in r.stdout
+    r = subprocess.run([str(exe), "check", str(tmp_path / "missing.bpw")],
+                       capture_output=True, text=True)
+    assert r.returncode == 1 and "cannot open" in r.stdout
+
+
+# ----------------------------------------------------------------------------- fuzz
+
+LIES = [0, 1, 2, 3, 5, 6, 7, 8, 9, 16, 17, 31, 32, 63, 64, 65, 4096, 4097, 0x10000,
+        0x7FFFFFFF, 0x80000000, 0xFFFFFFFF]
+
+
+def _small_raw(rng) -> bytes:
+    dims = [31] + [int(rng.integers(1, 12)) for _ in range(int(rng.integers(0, 3)))] + [6]
+    layers = []
+    for i in range(len(dims) - 1):
+        w = rng.standard_normal((dims[i + 1], dims[i])).astype(np.float32)
+        b = rng.standard_normal(dims[i + 1]).astype(np.float32)
+        layers.append(ex.Layer(w, b, int(rng.integers(0, 2))))
+    return ex.pack_bpw(layers)
+
+
+def _mutate(rng, raw: bytes) -> tuple[bytes, str, bool]:
+    """Return (blob, label, must_refuse)."""
+    enc = ["none", "lz4", "shuffle"][int(rng.integers(0, 3))]
+    blob = bytearray(ex.encode_blob(raw, enc))
+    kind = int(rng.integers(0, 8))
+    compressed = enc != "none"
+    if kind == 0:  # truncation
+        return bytes(blob[: int(rng.integers(0, len(blob)))]), f"{enc}/trunc", True
+    if kind == 1:  # one bit flip anywhere
+        pos = int(rng.integers(0, len(blob)))
+        blob[pos] ^= 1 << int(rng.integers(0, 8))
+        payload = not compressed and pos >= 20 + 12 * struct.unpack_from("<I", raw, 8)[0]
+        # raw header flips may still be valid (e.g. tanh<->none): oracle decides
+        return bytes(blob), f"{enc}/flip", compressed or (not payload and pos < 20 and pos != 8)
+    if kind == 2:  # several bit flips in the first 64 bytes (header, table, frame header)
+        for _ in range(int(rng.integers(2, 6))):
+            pos = int(rng.integers(0, min(64, len(blob))))
+            blob[pos] ^= 1 << int(rng.integers(0, 8))
+        return bytes(blob), f"{enc}/hdrflips", compressed
+    if kind == 3:  # size lie in a header / table field (of the raw blob, then re-encoded)
+        n_layers = struct.unpack_from("<I", raw, 8)[0]
+        fields = [8, 12, 16] + [20 + 12 * i + k for i in range(n_layers) for k in (0, 4)]
+        off = fields[int(rng.integers(0, len(fields)))]
+        old = struct.unpack_from("<I", raw, off)[0]
+        val = int(rng.choice(LIES + [old + 1, old - 1 if old else 1]))
+        if val == old:
+            val = old + 1
+        r2 = raw[:off] + struct.pack("<I", val & 0xFFFFFFFF) + raw[off + 4:]
+        return ex.encode_blob(r2, enc), f"{enc}/lie", True
+    if kind == 4:  # wrong version (of the blob or of the BPWS wrapper)
+        v = int(rng.choice([0, 2, 3, 255, 0xFFFFFFFF]))
+        if enc == "shuffle" and rng.integers(0, 2):
+            blob[4:8] = struct.pack("<I", v)
+            return bytes(blob), "shuffle/wrapver", True
+        r2 = raw[:4] + struct.pack("<I", v) + raw[8:]
+        return ex.encode_blob(r2, enc), f"{enc}/version", True
+    if kind == 5:  # trailing bytes
+        return bytes(blob) + bytes(rng.integers(0, 256, int(rng.integers(1, 9)), np.uint8)), \
+            f"{enc}/trailing", True
+    if kind == 6:  # BPWS raw_len lie / garbage after a valid magic
+        if enc == "shuffle":
+            old = struct.unpack_from("<I", blob, 8)[0]
+            val = int(rng.choice([0, 4, 20, old - 4, old + 4, old + 1, 16 << 20, 0xFFFFFFFC]))
+            blob[8:12] = struct.pack("<I", val & 0xFFFFFFFF)
+            return bytes(blob), "shuffle/rawlen", True
+        head = bytes(blob[:4])
+        return head + bytes(rng.integers(0, 256, int(rng.integers(0, 200)), np.uint8)), \
+            f"{enc}/garbage", True
+    # kind 7: random payload float replaced (raw): accepted iff finite
+    if compressed:
+        pos = int(rng.integers(4, len(blob)))
+        blob[pos] = (blob[pos] + int(rng.integers(1, 256))) & 0xFF
+        return bytes(blob), f"{enc}/byte", True
+    start = 20 + 12 * struct.unpack_from("<I", raw, 8)[0]
+    pos = start + 4 * int(rng.integers(0, (len(raw) - start) // 4))
+    val = rng.choice([np.float32(np.nan), np.float32(np.inf), np.float32(-np.inf),
+                      np.float32(1e30), np.float32(-0.0)])
+    blob[pos:pos + 4] = struct.pack("<f", val)
+    return bytes(blob), "raw/payload", not np.isfinite(val)
+
+
+def test_fuzz_asan_10000_blobs(tools, ckpt):
+    _, asan = tools
+    _, _, full_raw = ckpt
+    rng = np.random.default_rng(2024)
+    blobs: list[tuple[bytes, str, bool, bytes]] = []
+    smalls = [_small_raw(rng) for _ in range(40)]
+    for i in range(10_000):
+        raw = full_raw if i % 50 == 0 else smalls[int(rng.integers(0, len(smalls)))]
+        blobs.append((*_mutate(rng, raw), raw))
+    # plus every valid encoding, which must load
+    for raw in smalls[:5] + [full_raw]:
+        for enc in ("none", "lz4", "shuffle"):
+            blobs.append((ex.encode_blob(raw, enc), f"{enc}/valid", False, raw))
+    stream = b"".join(struct.pack("<I", len(b)) + b for b, _, _, _ in blobs)
+    r = subprocess.run([str(asan), "fuzz"], input=stream, capture_output=True, timeout=300)
+    assert r.returncode == 0, r.stderr.decode(errors="replace")[-3000:]
+    lines = r.stdout.decode().splitlines()
+    assert lines[-1] == f"done {len(blobs)}"
+    n_refused = n_same = 0
+    for (blob, label, must_refuse, raw), line in zip(blobs, lines[:-1], strict=True):
+        idx, verdict, *rest = line.split(" ", 2)
+        try:
+            ex.read_bpw(blob)
+            py_ok = True
+        except ValueError:
+            py_ok = False
+        c_ok = verdict == "ok"
+        assert c_ok == py_ok, (idx, label, line)
+        if must_refuse and c_ok:
+            # the one allowed exception: a flip inside compressed data that decodes to
+            # the very same bytes (e.g. a match offset pointing at identical bytes) --
+            # the content checksum passes because the content is unchanged
+            assert not label.startswith("none/") and ex.unwrap_blob(blob) == raw, (idx, label)
+            n_same += 1
+        if label.endswith("/valid"):
+            assert c_ok, (idx, label, line)
+        n_refused += not c_ok
+    print(f"fuzz: {len(blobs)} blobs, {n_refused} refused, {len(blobs) - n_refused} accepted"
+          f" ({n_same} compressed flips decoding to identical content)")
+    assert n_refused >= 9_000
