@@ -21,9 +21,22 @@ PARITY_STATES ?= 12000
 # Objects other targets (bot, server) link for the observation: obs.o + posture.
 OBS_OBJS := $(OBS_BUILD)/obs.o $(OBS_BUILD)/commander_mod.o
 
-.PHONY: obs check-obs obs-clean
+# every PARENA stdlib module, generated and compile-checked (cpu_mod is offered
+# to cpu.c but not linked into anything yet)
+PARENA_MODS := $(basename $(notdir $(wildcard $(PARENA_STDLIB)/*.prn)))
+PARENA_GEN_OBJS := $(PARENA_MODS:%=$(OBS_BUILD)/prn_%.o)
+
+.PHONY: obs check-obs obs-clean parena-gen
 
 obs: $(OBS_BUILD)/brawlpit_obs
+
+parena-gen: $(PARENA_GEN_OBJS)
+
+$(OBS_BUILD)/prn_%.o: $(OBS_GEN)/%.c $(OBS_GEN)/%.h
+	$(CC) $(OBS_CFLAGS) -c $< -o $@
+
+# generated sources are kept (not make intermediates)
+.PRECIOUS: $(OBS_GEN)/%.c $(OBS_GEN)/%.h
 
 # PARENA -> C, from the repo root so `brawlkit` imports with a bare python3
 $(OBS_GEN)/%.c $(OBS_GEN)/%.h: $(PARENA_STDLIB)/%.prn $(PARENA_SRC) $(OBS_HEADER)
@@ -52,4 +65,4 @@ check-obs: $(OBS_BUILD)/brawlpit_obs
 	  --obs-bin $(abspath $(OBS_BUILD))/brawlpit_obs
 
 obs-clean:
-	rm -rf $(OBS_GEN) $(OBS_OBJS) $(OBS_BUILD)/obs_tool.o $(OBS_BUILD)/brawlpit_obs
+	rm -rf $(OBS_GEN) $(OBS_OBJS) $(PARENA_GEN_OBJS) $(OBS_BUILD)/obs_tool.o $(OBS_BUILD)/brawlpit_obs

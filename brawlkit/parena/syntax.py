@@ -289,14 +289,14 @@ class Parser:
     def parse_or(self) -> Node:
         left = self.parse_and()
         while self.at("kw", "or"):
-            t = self.advance()
+            self.advance()
             left = Binary(left.line, left.col, "or", left, self.parse_and())
         return left
 
     def parse_and(self) -> Node:
         left = self.parse_not()
         while self.at("kw", "and"):
-            t = self.advance()
+            self.advance()
             left = Binary(left.line, left.col, "and", left, self.parse_not())
         return left
 
