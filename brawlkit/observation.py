@@ -83,9 +83,10 @@ from brawlkit.constants import C
 from brawlkit.protocol import PlayerState, Snapshot, parse_snapshot
 
 OBS_DIM: int = int(C.BP_OBS_DIM)
+#: label order of commander_mod.prn's ``posture`` set (checked against the compiled .prn below)
 POSTURES: tuple[str, ...] = ("neutral", "aggressive", "patient", "edgeguard", "recover")
 POSTURE_NEUTRAL, POSTURE_AGGRESSIVE, POSTURE_PATIENT, POSTURE_EDGEGUARD, POSTURE_RECOVER = range(5)
-POSTURE_OFFSET = 16
+POSTURE_OFFSET: int = int(C.BP_OBS_POSTURE_OFFSET)
 
 #: names of the 31 dimensions, in order (for tables and plots)
 OBS_NAMES: tuple[str, ...] = (

@@ -55,3 +55,61 @@ def test_bot_plays_lockstep_match(binaries, tmp_path):
         sx, sy, b = ex.decode_action(a)
         same.append(b == int(r[4]) and abs(sx - r[2]) <= 1e-5 and abs(sy - r[3]) <= 1e-5)
     assert np.mean(same) >= 0.99, np.mean(same)
+
+
+def test_c_bot_and_python_policy_play_the_same_match(binaries, tmp_path):
+    """The proof that the live game runs what was trained: the same checkpoint,
+    once as SB3/torch in BrawlpitEnv and once as brawlpit_bot (C, zero Python),
+    in lockstep against the same CPU with the same seed, plays the same match."""
+    from stable_baselines3 import PPO
+
+    from brawlkit.env import BrawlpitEnv
+
+    bot, server = binaries
+    make_trained_like_checkpoint(tmp_path / "ppo.zip", seed=11)
+    ex.export_checkpoint(tmp_path / "ppo.zip", tmp_path / "p.bpw", compress="auto")
+    seed, level = 21, 3
+
+    model = PPO.load(str(tmp_path / "ppo.zip"), device="cpu")
+    env = BrawlpitEnv(mode="lockstep", action_repeat=4, opponent=f"cpu:{level}")
+    py_steps = []
+    try:
+        obs, _ = env.reset(seed=seed)
+        while True:
+            tick = env.last_snapshot.tick
+            action, _ = model.predict(obs, deterministic=True)
+            py_steps.append((tick, *ex.decode_action(action)))
+            obs, _, term, trunc, info = env.step(action)
+            if term or trunc:
+                break
+        py_winner, py_ticks = env.last_snapshot.winner, env.last_snapshot.tick
+    finally:
+        env.close()
+
+    srv = subprocess.Popen([str(server), "--port", "0", "--mode", "lockstep", "--cpu-level",
+                            str(level), "--quiet"], stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(srv.stdout.readline().split()[1])
+        r = subprocess.run([str(bot), "--server", f"127.0.0.1:{port}", "--weights",
+                            str(tmp_path / "p.bpw"), "--matches", "1", "--seed", str(seed),
+                            "--cpu-level", str(level), "--trace", str(tmp_path / "trace.txt")],
+                           capture_output=True, text=True, timeout=120)
+    finally:
+        srv.terminate()
+        srv.wait(timeout=10)
+    assert r.returncode == 0, r.stderr
+    m = re.fullmatch(r"match (\d+) winner (\d+) ticks (\d+)\n", r.stdout)
+    assert m, r.stdout
+    rows = np.loadtxt(tmp_path / "trace.txt", ndmin=2)
+    c_steps = [(int(row[1]), float(row[2]), float(row[3]), int(row[4])) for row in rows]
+
+    n = min(len(py_steps), len(c_steps))
+    same = sum(
+        1 for (pt, psx, psy, pb), (ct, csx, csy, cb) in zip(py_steps[:n], c_steps[:n], strict=True)
+        if pt == ct and pb == cb and abs(psx - csx) <= 1e-5 and abs(psy - csy) <= 1e-5
+    )
+    frac = same / max(len(py_steps), len(c_steps))
+    print(f"C bot vs Python policy: {same}/{max(len(py_steps), len(c_steps))} steps identical "
+          f"({frac:.4f}); winner py={py_winner} c={m.group(2)}; ticks py={py_ticks} c={m.group(3)}")
+    assert frac >= 0.99
+    assert int(m.group(2)) == py_winner and int(m.group(3)) == py_ticks

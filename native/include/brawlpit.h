@@ -178,6 +178,8 @@
 #define BP_OBS_DIM 31
 #define BP_ACT_DIM 6
 #define BP_POSTURE_COUNT 5
+/* first index of the posture one-hot (neutral, aggressive, patient, edgeguard, recover) */
+#define BP_OBS_POSTURE_OFFSET 16
 #define BP_OBS_POS_X_SCALE 224.0f
 #define BP_OBS_POS_Y_SCALE 200.0f
 #define BP_OBS_VEL_SCALE 6.0f

@@ -24,9 +24,6 @@
 #define BP_OBS_ERR_SLOT (-6)      /* slot not 0 or 1 */
 #define BP_OBS_ERR_NONFINITE (-7) /* a NaN/inf float field (Python rejects it too) */
 
-/* offset of the posture one-hot inside the observation */
-#define BP_OBS_POSTURE_OFFSET 16
-
 /* Build the observation of `slot` from a raw SNAPSHOT datagram (wire bytes,
  * any alignment).  Returns BP_OBS_OK or a negative BP_OBS_ERR_*; on error
  * `out` is left untouched. */
