@@ -53,7 +53,7 @@ _RESET = struct.Struct("<HBBII IIBBBB")
 _BYE = struct.Struct("<HBBII I")
 _MODE_IDS = {"realtime": C.BP_MODE_REALTIME, "fastforward": C.BP_MODE_FASTFORWARD,
              "lockstep": C.BP_MODE_LOCKSTEP}
-OBS_BOUND = 10.0
+OBS_BOUND = 1.0  # every value of DESIGN §4 is clipped to [-1, 1]
 Decoded = tuple[float, float, int]
 _NEUTRAL: Decoded = (0.0, 0.0, 0)
 

@@ -80,13 +80,18 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from brawlkit.constants import C
+from brawlkit.parena import load_stdlib_module
 from brawlkit.protocol import PlayerState, Snapshot, parse_snapshot
 
 OBS_DIM: int = int(C.BP_OBS_DIM)
-#: label order of commander_mod.prn's ``posture`` set (checked against the compiled .prn below)
-POSTURES: tuple[str, ...] = ("neutral", "aggressive", "patient", "edgeguard", "recover")
+_COMMANDER = load_stdlib_module("brawlpit/commander_mod.prn")  # compiled once per process
+#: the ``posture`` labels of commander_mod.prn, in one-hot order (DESIGN §4 fixes this order)
+POSTURES: tuple[str, ...] = _COMMANDER.label_sets["posture"]
+if POSTURES != ("neutral", "aggressive", "patient", "edgeguard", "recover"):
+    raise ImportError(f"commander_mod.prn posture labels {POSTURES} differ from DESIGN §4's order")
 POSTURE_NEUTRAL, POSTURE_AGGRESSIVE, POSTURE_PATIENT, POSTURE_EDGEGUARD, POSTURE_RECOVER = range(5)
 POSTURE_OFFSET: int = int(C.BP_OBS_POSTURE_OFFSET)
+assert POSTURE_OFFSET == 16 and len(POSTURES) == C.BP_POSTURE_COUNT  # the append order below
 
 #: names of the 31 dimensions, in order (for tables and plots)
 OBS_NAMES: tuple[str, ...] = (
@@ -126,14 +131,7 @@ _ONE_HOT: tuple[tuple[float, ...], ...] = tuple(
 )
 
 
-def _load_commander() -> Callable[..., int]:
-    """``commander_posture`` compiled from the PARENA stdlib (once, cached)."""
-    from brawlkit.parena import load_stdlib_function
-
-    return load_stdlib_function("brawlpit/commander_mod.prn", "commander_posture")
-
-
-commander_posture: Callable[..., int] = _load_commander()
+commander_posture: Callable[..., int] = _COMMANDER.functions["commander_posture"]
 """commander_posture(self_x, self_y, self_vx, self_vy, self_damage, self_stocks,
 other_x, other_y, other_vx, other_vy, other_damage, other_stocks, ticks_left) -> int
 (index into :data:`POSTURES`)."""

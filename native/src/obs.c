@@ -21,6 +21,9 @@
 
 _Static_assert(PRN_POSTURE_COUNT == BP_POSTURE_COUNT, "commander_mod.prn posture count");
 _Static_assert(BP_OBS_POSTURE_OFFSET + BP_POSTURE_COUNT == 21, "posture block is dims 16..20");
+_Static_assert(PRN_POSTURE_NEUTRAL == 0 && PRN_POSTURE_AGGRESSIVE == 1 && PRN_POSTURE_PATIENT == 2 &&
+                   PRN_POSTURE_EDGEGUARD == 3 && PRN_POSTURE_RECOVER == 4,
+               "DESIGN §4 one-hot order: neutral, aggressive, patient, edgeguard, recover");
 
 #define D(x) ((double)(x))
 
