@@ -19,7 +19,6 @@ sysdeps:
 	@missing=""; \
 	[ -f /usr/include/lz4frame.h ] || missing="$$missing liblz4-dev"; \
 	command -v cc >/dev/null || missing="$$missing gcc"; \
-	command -v pkg-config >/dev/null || missing="$$missing pkg-config"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then \
 	    echo "installing Debian packages:$$missing"; \

@@ -18,6 +18,7 @@ import cProfile
 import json
 import pstats
 import time
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
@@ -62,6 +63,7 @@ def _make_venv(kind: str, n_envs: int, vec: str) -> Any:
     from brawlkit.rewards import make_reward
     from brawlkit.vecenv import make_vec_env
 
+    fns: list[Callable[[], gym.Env]]
     if kind == "dummy":
         fns = [DummyBrawlpitEnv for _ in range(n_envs)]
     else:

@@ -477,10 +477,15 @@ class BrawlpitEnv(gym.Env[np.ndarray, np.ndarray]):
             return False
 
         self._wait(me, newer)
+        # drain without decoding every datagram: only the freshest one matters
+        backlog: list[bytes] = []
         while (d := me.recv_nowait()) is not None:
+            backlog.append(d)
+        for d in reversed(backlog):
             s = _snapshot_or_none(d)
             if s is not None and s.match_id == match_id and s.tick >= newest[-1].tick:
                 newest.append(s)
+                break
         if self._op is not None:
             while self._op.recv_nowait() is not None:
                 pass

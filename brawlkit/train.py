@@ -272,8 +272,8 @@ def _make_callback_base() -> type:
         def _on_step(self) -> bool:
             infos = self.locals["infos"]
             dones = self.locals["dones"]
-            acts = self.locals.get("clipped_actions", self.locals.get("actions"))
-            pats = action_patterns(acts)
+            acts = self.locals.get("clipped_actions")
+            pats = action_patterns(acts if acts is not None else self.locals["actions"])
             for i in range(self.n):
                 self.counts[i, pats[i]] += 1
                 info = infos[i]
@@ -533,8 +533,8 @@ def train(
                 "eval": {k: {kk: v[kk] for kk in ("episodes", "win_rate", "draw_rate", "loss_rate",
                                                   "mean_stock_diff", "spam_fraction")}
                          for k, v in evals.items()},
-                "obs_dim": int(venv.observation_space.shape[0]),
-                "act_dim": int(venv.action_space.shape[0]),
+                "obs_dim": int(np.prod(venv.observation_space.shape or (0,))),
+                "act_dim": int(np.prod(venv.action_space.shape or (0,))),
                 "policy": {"net_arch": {"pi": [64, 64], "vf": [64, 64]}, "activation": "tanh"},
                 "config": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(cfg).items()},
                 "reward_config": reward_config(make_reward(cfg.reward)),

@@ -68,7 +68,7 @@ class BrawlpitVecEnv(DummyVecEnv):
         for i, env in enumerate(envs):
             if self._split[i]:
                 results[i] = env.step_recv()  # type: ignore[attr-defined]
-        obs_buf = self.buf_obs[None]
+        obs_buf = self.buf_obs[None]  # type: ignore[index]
         for i, (obs, rew, terminated, truncated, info) in enumerate(results):
             self.buf_rews[i] = rew
             done = bool(terminated or truncated)
@@ -83,13 +83,13 @@ class BrawlpitVecEnv(DummyVecEnv):
 
     def _reset_one(self, i: int) -> tuple[np.ndarray, dict[str, Any]]:
         opts = self._options[i]
-        return self.envs[i].reset(**({"options": opts} if opts else {}))
+        return self.envs[i].reset(options=opts or None)
 
     def reset(self):  # type: ignore[override]
-        obs_buf = self.buf_obs[None]
+        obs_buf = self.buf_obs[None]  # type: ignore[index]
         for i, env in enumerate(self.envs):
             opts = self._options[i]
-            obs, self.reset_infos[i] = env.reset(seed=self._seeds[i], **({"options": opts} if opts else {}))
+            obs, self.reset_infos[i] = env.reset(seed=self._seeds[i], options=opts or None)
             obs_buf[i] = obs
         self._reset_seeds()
         self._reset_options()

@@ -261,3 +261,35 @@ def test_flood_of_hostile_packets_is_dropped_and_counted() -> None:
         env.step(IDLE)  # still serving
     finally:
         env.close()
+
+
+def test_opponent_can_change_between_episodes_on_one_server() -> None:
+    seen = []
+
+    def mirror_bot(obs):
+        seen.append(obs)
+        return IDLE
+
+    env = BrawlpitEnv(opponent="cpu:2")
+    try:
+        pid = env.server.pid
+        for spec in ("cpu:2", mirror_bot, "cpu:7", mirror_bot, "cpu:1"):
+            _, info = env.reset(seed=3, options={"opponent": spec})
+            assert info["opponent"] == (spec if isinstance(spec, str) else "mirror_bot")
+            for _ in range(30):
+                _, _, term, _, info = env.step(RIGHT)
+                if term:
+                    break
+            assert info["tick"] > 0
+        assert len(seen) >= 60 and env.server.pid == pid  # one server process throughout
+    finally:
+        env.close()
+
+
+def test_invalid_opponent_and_arguments_say_what_is_wrong() -> None:
+    with pytest.raises(ValueError, match="cpu:L"):
+        BrawlpitEnv(opponent="cpu:9")
+    with pytest.raises(ValueError, match="action_repeat"):
+        BrawlpitEnv(action_repeat=0)
+    with pytest.raises(ValueError, match="mode"):
+        BrawlpitEnv(mode="turbo")

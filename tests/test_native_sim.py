@@ -161,8 +161,9 @@ def test_cpu_match_ends_with_a_winner(lib):
 
 
 def test_cpu_ladder_monotonic(lib):
-    """Each level beats the one below on a small, slot-balanced sample."""
-    games = 16
+    """Each level beats the one below in a clear majority of 50 slot-balanced
+    matches (the issue's bar; the full table is `python -m brawlkit cputable`)."""
+    games = 50
     for lv in range(1, 8):
         score = 0.0
         for g in range(games):
@@ -173,7 +174,7 @@ def test_cpu_ladder_monotonic(lib):
             else:
                 w = lib.bp_match_cpu_vs_cpu(lv, lv + 1, seed)
                 score += 1.0 if w == 1 else (0.5 if w == 2 else 0.0)
-        assert score / games >= 0.55, f"L{lv + 1} vs L{lv}: {score}/{games}"
+        assert score / games >= 0.6, f"L{lv + 1} vs L{lv}: {score}/{games}"
 
 
 # ---------------------------------------------------------------- server
