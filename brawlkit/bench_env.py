@@ -36,7 +36,7 @@ def _actions(n: int, seed: int) -> np.ndarray:
     return np.random.default_rng(seed).uniform(-1, 1, size=(n, 6)).astype(np.float32)
 
 
-def bench_udp(mode: str, steps: int, seed: int, speed: float = 1000.0,
+def bench_udp(mode: str, steps: int, seed: int, speed: float = 200.0,
               profile: bool = False) -> tuple[float, str]:
     acts = _actions(steps, seed)
     env = BrawlpitEnv(mode=mode, opponent="cpu:3", speed=speed, seed=seed)
@@ -66,6 +66,44 @@ def bench_udp(mode: str, steps: int, seed: int, speed: float = 1000.0,
     return steps / dt, text
 
 
+def bench_parts(n: int = 5000, seed: int = 0) -> dict[str, float]:
+    """Where one lockstep UDP step's time goes, part by part (µs each).
+
+    ``round_trip``: a CMD re-sent to a lockstep server (a duplicate, answered
+    at once with the current snapshot) and its answer received — the pure
+    transport + server wake-up cost, no simulation.  ``parse`` and
+    ``observation``: decoding the 92 bytes and building the 31 values.
+    """
+    env = BrawlpitEnv(mode="lockstep", opponent="cpu:3", seed=seed)
+    try:
+        env.reset(seed=seed)
+        for a in _actions(20, seed):
+            env.step(a)
+        me = env._me
+        assert me is not None and env.last_snapshot is not None
+        pkt = me.last_cmds[0]
+        t0 = time.perf_counter()
+        for _ in range(n):
+            me.send(pkt)
+            while me.recv_nowait() is None:
+                pass
+        rt = (time.perf_counter() - t0) / n * 1e6
+        raw = env.last_snapshot.raw
+        t0 = time.perf_counter()
+        for _ in range(n):
+            parse_snapshot(raw)
+        parse_us = (time.perf_counter() - t0) / n * 1e6
+        snap = parse_snapshot(raw)
+        t0 = time.perf_counter()
+        for _ in range(n):
+            build_observation(snap, 0)
+        obs_us = (time.perf_counter() - t0) / n * 1e6
+    finally:
+        env.close()
+    return {"round_trip_us": round(rt, 2), "parse_us": round(parse_us, 2),
+            "observation_us": round(obs_us, 2)}
+
+
 def bench_inprocess(steps: int, seed: int, repeat: int = 4) -> float:
     acts = _actions(steps, seed)
     m = InProcessMatch(cpu_level=3, seed=seed)
@@ -82,14 +120,17 @@ def bench_inprocess(steps: int, seed: int, repeat: int = 4) -> float:
         m.close()
 
 
-def run(steps: int = 5000, seed: int = 0, profile: bool = True) -> dict[str, Any]:
+def run(steps: int = 5000, seed: int = 0, profile: bool = True,
+        ff_speed: float = 200.0) -> dict[str, Any]:
     inproc = bench_inprocess(steps, seed)
     lock, prof_text = bench_udp("lockstep", steps, seed, profile=False)
-    ff, _ = bench_udp("fastforward", steps, seed)
+    ff, _ = bench_udp("fastforward", steps, seed, speed=ff_speed)
     if profile:
         _, prof_text = bench_udp("lockstep", min(steps, 3000), seed, profile=True)
+    parts = bench_parts(min(steps, 5000), seed)
     return {
         "steps": steps,
+        "fastforward_speed": ff_speed,
         "udp_lockstep_steps_per_s": round(lock, 1),
         "udp_fastforward_steps_per_s": round(ff, 1),
         "inprocess_steps_per_s": round(inproc, 1),
@@ -97,6 +138,7 @@ def run(steps: int = 5000, seed: int = 0, profile: bool = True) -> dict[str, Any
         "ratio_udp_fastforward_vs_inprocess": round(ff / inproc, 3),
         "udp_lockstep_us_per_step": round(1e6 / lock, 1),
         "inprocess_us_per_step": round(1e6 / inproc, 1),
+        "parts_us": parts,
         "profile": prof_text,
     }
 
@@ -106,13 +148,16 @@ def main(argv: list[str] | None = None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--steps", type=int, default=5000, help="env steps per measurement")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--ff-speed", type=float, default=200.0,
+                    help="fastforward server speed (x real time); far above what the client "
+                         "can drain, the server floods it and both slow down")
     ap.add_argument("--no-profile", action="store_true", help="skip the cProfile pass")
     ap.add_argument("--json", action="store_true", help="one JSON object on the last line")
     args = ap.parse_args(argv)
     if args.steps < 100:
         ap.error("--steps must be >= 100 for a meaningful rate")
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    res = run(args.steps, args.seed, profile=not args.no_profile)
+    res = run(args.steps, args.seed, profile=not args.no_profile, ff_speed=args.ff_speed)
     prof = res.pop("profile")
     print(f"{'path':<28}{'steps/s':>12}{'us/step':>10}")
     for key in ("inprocess", "udp_lockstep", "udp_fastforward"):
@@ -120,6 +165,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{key:<28}{rate:>12.0f}{1e6 / rate:>10.1f}")
     print(f"ratio udp_lockstep / inprocess = {res['ratio_udp_lockstep_vs_inprocess']:.3f} "
           "(target >= 0.5)")
+    parts = res["parts_us"]
+    print(f"\nparts of a UDP lockstep step (us): transport round trip {parts['round_trip_us']:.1f} "
+          f"(send + server wake-up + recv, no simulation), parse {parts['parse_us']:.1f}, "
+          f"observation {parts['observation_us']:.1f}")
     if prof:
         print("\nwhere the UDP lockstep loop spends its time (cProfile, by own time):")
         print("\n".join(prof.strip().splitlines()[:30]))

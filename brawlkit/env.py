@@ -40,6 +40,7 @@ import numpy as np
 
 from brawlkit import protocol as P
 from brawlkit.constants import C
+from brawlkit.export import decode_action
 from brawlkit.observation import build_observation
 from brawlkit.protocol import Snapshot
 from brawlkit.rewards import OutcomeReward, RewardFn, match_outcome
@@ -87,10 +88,7 @@ def parse_opponent(spec: Opponent) -> tuple[int, Callable[[np.ndarray], np.ndarr
     )
 
 
-def _decode(action: np.ndarray) -> tuple[float, float, int]:
-    from brawlkit.export import decode_action  # the one Python home of DESIGN §6
-
-    return decode_action(action)
+_decode = decode_action  # the one Python home of DESIGN §6 (numpy-only module)
 
 
 class _Client:
@@ -147,6 +145,7 @@ class BrawlpitEnv(gym.Env[np.ndarray, np.ndarray]):
         max_episode_steps: an external step limit → ``truncated``.
         server_address: join an already running server instead of starting one.
         recv_timeout: seconds without an answer before raising :class:`EnvError`.
+        poll_us: how long the client busy-polls for a snapshot before blocking.
     """
 
     metadata = {"render_modes": []}
@@ -408,6 +407,13 @@ class BrawlpitEnv(gym.Env[np.ndarray, np.ndarray]):
         assert self._snap is not None
         t0 = self._snap.tick
         r = self.action_repeat
+        if self.input_delay == 0:  # the common case: one CMD, applied at once
+            client.cmd_seq += 1
+            pkt = P.pack_cmd(client.next_seq(), client.session, t0, client.cmd_seq,
+                             cmd[0], cmd[1], cmd[2], client.slot, r)
+            client.last_cmds = [pkt]
+            client.send(pkt)
+            return
         sched.append((t0 + self.input_delay, cmd))
         while len(sched) > 1 and sched[1][0] <= t0:
             sched.pop(0)
