@@ -21,8 +21,8 @@ PARITY_STATES ?= 12000
 # Objects other targets (bot, server) link for the observation: obs.o + posture.
 OBS_OBJS := $(OBS_BUILD)/obs.o $(OBS_BUILD)/commander_mod.o
 
-# every PARENA stdlib module, generated and compile-checked (cpu_mod is offered
-# to cpu.c but not linked into anything yet)
+# every PARENA stdlib module, generated and compile-checked (cpu_mod's C is
+# linked into the server, libbrawlpit.so, cputable and test_sim by native/Makefile)
 PARENA_MODS := $(basename $(notdir $(wildcard $(PARENA_STDLIB)/*.prn)))
 PARENA_GEN_OBJS := $(PARENA_MODS:%=$(OBS_BUILD)/prn_%.o)
 
