@@ -86,14 +86,16 @@ def plot_entropy_std(df: pd.DataFrame, ax: Any = None) -> Any:
     return ax
 
 
-def plot_reward_tiers(df: pd.DataFrame, ax: Any = None) -> Any:
-    """Mean per-episode reward of every tier (``reward/<tier>``)."""
+def plot_reward_tiers(df: pd.DataFrame, ax: Any = None, smooth: int = 20) -> Any:
+    """Mean per-episode reward of every tier (``reward/<tier>``), rolling mean over
+    ``smooth`` logged points (each rollout logs the few episodes that ended in it)."""
     ax = _ax(ax)
     keys = [c for c in df.columns if c.startswith("reward/")]
     for k in keys:
         x, y = _series(df, k)
         if len(x):
-            ax.plot(x, y, marker=".", label=k.split("/", 1)[1])
+            y = pd.Series(y).rolling(max(1, min(smooth, len(y) // 3 or 1)), min_periods=1).mean()
+            ax.plot(x, y.to_numpy(), label=k.split("/", 1)[1])
     if not keys:
         _empty(ax, "reward/<tier>")
     else:
@@ -128,7 +130,8 @@ def plot_spam(df: pd.DataFrame, evals: pd.DataFrame | None = None, ax: Any = Non
     ax = _ax(ax)
     x, y = _series(df, "play/spam_fraction")
     if len(x):
-        ax.plot(x, y, marker=".", label="training (stochastic)")
+        y = pd.Series(y).rolling(max(1, min(20, len(y) // 3 or 1)), min_periods=1).mean().to_numpy()
+        ax.plot(x, y, label="training (stochastic)")
     if evals is not None and len(evals):
         for c in [c for c in evals.columns if c.startswith("spam_fraction/")]:
             ax.plot(evals["steps"], evals[c], marker="o", ls="--",

@@ -175,8 +175,8 @@ class TrainConfig:
     """Everything a run depends on; stored in every checkpoint's JSON."""
 
     role: str = "main"
-    generations: int = 4
-    steps_per_generation: int = 50_000
+    generations: int = 3
+    steps_per_generation: int = 100_000
     n_envs: int = 2
     ent_coef: float = DEFAULT_ENT_COEF
     league_dir: str | None = None
@@ -385,8 +385,8 @@ def evaluate_model(model: Any, levels: Sequence[int], episodes: int, envs: Seque
 # =========================================================================== train
 def train(
     role: str = "main",
-    generations: int = 4,
-    steps_per_generation: int = 50_000,
+    generations: int = 3,
+    steps_per_generation: int = 100_000,
     n_envs: int = 2,
     ent_coef: float = DEFAULT_ENT_COEF,
     league_dir: str | None = None,
