@@ -55,6 +55,7 @@ functions that need them.
 from __future__ import annotations
 
 import struct
+import sys
 import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -493,3 +494,39 @@ def decode_action(a: Sequence[float] | np.ndarray) -> tuple[float, float, int]:
     sy = 0.0 if sy != sy else (-1.0 if sy < -1.0 else (1.0 if sy > 1.0 else sy))
     buttons = ((v[2] > 0.0) | ((v[3] > 0.0) << 1) | ((v[4] > 0.0) << 2) | ((v[5] > 0.0) << 3))
     return sx, sy, int(buttons)
+
+
+# ----------------------------------------------------------------- CLI
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m brawlkit export CHECKPOINT.zip -o POLICY.bpw [--compress ...] [--json]``."""
+    import argparse
+    import json
+
+    ap = argparse.ArgumentParser(
+        prog="python -m brawlkit export",
+        description="Export the actor of an SB3 PPO checkpoint to a .bpw blob (DESIGN §10) "
+                    "that native/build/brawlpit_bot loads.",
+    )
+    ap.add_argument("checkpoint", help="SB3 PPO checkpoint zip (from `brawlkit train`)")
+    ap.add_argument("-o", "--out", required=True, help="output .bpw path")
+    ap.add_argument("--compress", choices=COMPRESS_CHOICES, default="none",
+                    help="on-disk encoding: none (raw BPW1), lz4, shuffle (byte-shuffle + LZ4), "
+                         "or auto (the smallest; raw when neither helps). The C loader reads all.")
+    ap.add_argument("--json", action="store_true", help="one JSON object on the last line")
+    args = ap.parse_args(argv)
+    if not Path(args.checkpoint).is_file():
+        ap.error(f"checkpoint {args.checkpoint} does not exist")
+    try:
+        summary = export_checkpoint(args.checkpoint, args.out, compress=args.compress)
+    except (ValueError, KeyError) as e:
+        print(f"brawlkit export: {args.checkpoint}: {e}", file=sys.stderr)
+        return 1
+    print(f"{'layer':<6}{'in':>6}{'out':>6}  activation")
+    for i, lay in enumerate(summary["layers"]):
+        print(f"{i:<6}{lay['in']:>6}{lay['out']:>6}  {lay['activation']}")
+    print(f"wrote {summary['out']}: {summary['encoding']}, {summary['bytes_written']} bytes")
+    if args.json:
+        print(json.dumps({k: v for k, v in summary.items() if isinstance(v, str | int | float | list | dict)}))
+    return 0

@@ -185,3 +185,28 @@ def test_export_module_has_no_torch_at_import():
     code = "import sys, brawlkit.export; print('torch' in sys.modules, 'stable_baselines3' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
+
+
+def test_export_cli_writes_a_blob_the_c_loader_accepts(ckpt, tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    from _bpw_fixtures import build_policy_tools
+
+    ckpt = ckpt[0]
+    out = tmp_path / "cli.bpw"
+    r = subprocess.run([sys.executable, "-m", "brawlkit", "export", str(ckpt), "-o", str(out),
+                        "--compress", "auto", "--json"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    summary = json.loads(r.stdout.strip().splitlines()[-1])
+    assert summary["out"] == str(out) and [lay["out"] for lay in summary["layers"]] == [64, 64, 6]
+    tool, _ = build_policy_tools()
+    assert subprocess.run([str(tool), "check", str(out)], capture_output=True).returncode == 0
+    # a missing or non-checkpoint file is refused with a message naming it
+    bad = tmp_path / "not_a_checkpoint.zip"
+    bad.write_bytes(b"garbage")
+    r = subprocess.run([sys.executable, "-m", "brawlkit", "export", str(bad), "-o",
+                        str(tmp_path / "x.bpw")], capture_output=True, text=True)
+    assert r.returncode != 0 and "not_a_checkpoint.zip" in r.stderr
+    assert "Traceback" not in r.stderr
