@@ -498,7 +498,9 @@ def train(
 
         total = cfg.generations * cfg.steps_per_generation
         if progress:
-            from tqdm import tqdm
+            # tqdm.auto: a widget bar inside Jupyter (one line in a papermill
+            # output instead of hundreds of carriage-return updates), text in a terminal
+            from tqdm.auto import tqdm
 
             pbar = tqdm(total=total, desc=f"train {cfg.role}", unit="step", mininterval=2.0,
                         dynamic_ncols=True, file=sys.stderr)
