@@ -11,6 +11,16 @@
  * All randomness comes from its own xorshift PRNG seeded at creation, so a CPU
  * match is a pure function of (levels, seeds, input stream).
  *
+ * Reading the finisher: for every history frame it counts how long the
+ * opponent had been in its side special (sb_age[]), and passes the delayed
+ * count to the plan.  With the level's chance `read` it then shields the
+ * startup inside its reach (held until the active window should be over, by
+ * its own delay), jabs it out of the startup if close and fast enough, waits
+ * outside instead of walking in, and once the active window is past dashes in
+ * (if it can arrive before the 60-tick whiff ends) and jabs with ATTACK held,
+ * so the sim buffers a follow-up jab.  The reaction delay still applies, so the
+ * slow levels (read 0 at L1-L2, low at L3-L4) mostly cannot.
+ *
  * The high-level choice (which plan this decision: recover, shield, edgeguard,
  * punish, hit, approach, ...) is not written here: it is prn_cpu_plan(),
  * compiled by the native build from parena/stdlib/brawlpit/cpu_mod.prn.  This
@@ -29,20 +39,20 @@
 
 typedef struct {
     int delay, period;
-    float aggr, err, sloppy, shield, edgeguard, recover, punish, kill_pct, anti_air;
+    float aggr, err, sloppy, shield, edgeguard, recover, punish, kill_pct, anti_air, read;
 } Level;
 
 /* index 0 = level 1 */
 static const Level LEVELS[8] = {
-    /* delay period aggr  err  sloppy shield edgeg recover punish kill anti_air */
-    {30, 12, 0.12f, 10.0f, 0.35f, 0.00f, 0.00f, 0.35f, 0.00f, 170.0f, 0.00f},
-    {22, 9, 0.22f, 8.0f, 0.25f, 0.05f, 0.00f, 0.50f, 0.10f, 150.0f, 0.10f},
-    {16, 7, 0.32f, 6.0f, 0.17f, 0.12f, 0.15f, 0.65f, 0.25f, 135.0f, 0.25f},
-    {14, 6, 0.42f, 5.0f, 0.13f, 0.20f, 0.30f, 0.72f, 0.40f, 120.0f, 0.40f},
-    {9, 4, 0.52f, 4.0f, 0.07f, 0.30f, 0.55f, 0.86f, 0.55f, 110.0f, 0.55f},
-    {6, 3, 0.62f, 3.0f, 0.04f, 0.40f, 0.70f, 0.92f, 0.70f, 100.0f, 0.70f},
-    {4, 2, 0.70f, 2.0f, 0.02f, 0.50f, 0.85f, 0.97f, 0.85f, 95.0f, 0.85f},
-    {2, 1, 0.78f, 1.0f, 0.01f, 0.60f, 1.00f, 1.00f, 1.00f, 90.0f, 1.00f},
+    /* delay period aggr  err  sloppy shield edgeg recover punish kill anti_air read */
+    {30, 12, 0.12f, 10.0f, 0.35f, 0.00f, 0.00f, 0.35f, 0.00f, 170.0f, 0.00f, 0.00f},
+    {22, 9, 0.22f, 8.0f, 0.25f, 0.05f, 0.00f, 0.50f, 0.10f, 150.0f, 0.10f, 0.00f},
+    {16, 7, 0.32f, 6.0f, 0.17f, 0.12f, 0.15f, 0.65f, 0.25f, 135.0f, 0.25f, 0.15f},
+    {14, 6, 0.42f, 5.0f, 0.13f, 0.20f, 0.30f, 0.72f, 0.40f, 120.0f, 0.40f, 0.30f},
+    {9, 4, 0.52f, 4.0f, 0.08f, 0.30f, 0.55f, 0.86f, 0.55f, 110.0f, 0.55f, 0.45f},
+    {6, 3, 0.62f, 3.0f, 0.04f, 0.40f, 0.70f, 0.92f, 0.70f, 100.0f, 0.70f, 0.75f},
+    {4, 2, 0.70f, 1.2f, 0.005f, 0.55f, 0.85f, 0.97f, 0.90f, 95.0f, 0.85f, 0.90f},
+    {1, 1, 0.78f, 0.5f, 0.00f, 0.60f, 1.00f, 1.00f, 1.00f, 90.0f, 1.00f, 1.00f},
 };
 
 struct BpCpu {
@@ -50,6 +60,7 @@ struct BpCpu {
     Level p;
     uint32_t rng;
     NetPlayer hist[HIST][2];
+    int sb_age[HIST];    /* per history frame: ticks the opponent had been in its side special, -1 none */
     uint32_t n, last_tick, match_id;
     int wait;            /* ticks until the next decision */
     BpInput hold;        /* stick held between decisions (buttons released) */
@@ -176,9 +187,10 @@ static BpInput recover(BpCpu *c, const NetPlayer *me) {
  * the build from parena/stdlib/brawlpit/cpu_mod.prn.  C only gathers its inputs
  * (our current state, the opponent as we saw it `delay` ticks ago, the level's
  * parameters, fresh rolls) and carries the chosen plan out (execute()). */
-#define N_ROLLS 15
+#define N_ROLLS 16
+#define SB_END 18 /* the side special's startup + active (sim.c MOVES[MV_SIDE]) */
 
-static int choose_plan(BpCpu *c, const NetPlayer *me, const NetPlayer *op) {
+static int choose_plan(BpCpu *c, const NetPlayer *me, const NetPlayer *op, int op_sb_age) {
     const Level *L = &c->p;
     double r[N_ROLLS]; /* drawn in a fixed order: argument evaluation order is unspecified */
     for (int i = 0; i < N_ROLLS; i++) r[i] = (double)frand(c);
@@ -187,14 +199,14 @@ static int choose_plan(BpCpu *c, const NetPlayer *me, const NetPlayer *op) {
                         op->x, op->y, op->action_state, op->damage, op->facing,
                         (op->flags & BP_PLAYER_FLAG_ATTACKING) != 0, (op->flags & BP_PLAYER_FLAG_SHIELDING) != 0,
                         (op->flags & BP_PLAYER_FLAG_INVULNERABLE) != 0, (op->flags & BP_PLAYER_FLAG_OFFSTAGE) != 0,
-                        L->aggr, L->err, L->sloppy, L->shield, L->edgeguard, L->punish, L->kill_pct, L->anti_air,
-                        r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12], r[13],
-                        r[14]);
+                        op_sb_age, L->aggr, L->err, L->sloppy, L->shield, L->edgeguard, L->punish, L->kill_pct,
+                        L->anti_air, L->read, (double)L->delay, r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10],
+                        r[11], r[12], r[13], r[14], r[15]);
 }
 
 /* A plan's stick and buttons; buttons to keep held go to *hold_btn for *hold_ticks. */
-static BpInput execute(BpCpu *c, int plan, const NetPlayer *me, const NetPlayer *op, uint32_t *hold_btn,
-                       int *hold_ticks) {
+static BpInput execute(BpCpu *c, int plan, const NetPlayer *me, const NetPlayer *op, int op_sb_age,
+                       uint32_t *hold_btn, int *hold_ticks) {
     float dx = op->x - me->x;
     float dist = absf(dx), face = sgn(dx);
     float side = sgn(op->x); /* the side the opponent is on (off) */
@@ -233,6 +245,18 @@ static BpInput execute(BpCpu *c, int plan, const NetPlayer *me, const NetPlayer 
         *hold_btn = BP_BTN_SHIELD;
         *hold_ticks = 8 + (int)(frand(c) * 10.0f);
         return in_make(0, 0, BP_BTN_SHIELD);
+    case PRN_PLAN_BLOCK_FINISHER: { /* shield until its active window (as we estimate it) is over */
+        int left = SB_END + 3 - (op_sb_age + c->p.delay);
+        *hold_btn = BP_BTN_SHIELD;
+        *hold_ticks = left < 4 ? 4 : left;
+        return in_make(0, 0, BP_BTN_SHIELD);
+    }
+    case PRN_PLAN_WAIT_FINISHER:
+        return in_make(0, 0, 0);
+    case PRN_PLAN_PUNISH_WHIFF: /* jab, and keep ATTACK held: the sim buffers the follow-up jab */
+        *hold_btn = BP_BTN_ATTACK;
+        *hold_ticks = 20;
+        return in_make(face * 0.4f, 0, BP_BTN_ATTACK);
     case PRN_PLAN_EDGEGUARD_FINISHER:
         return in_make(side * 0.5f, 0, BP_BTN_SPECIAL);
     case PRN_PLAN_EDGEGUARD_HIT:
@@ -290,11 +314,16 @@ BpInput bp_cpu_think(BpCpu *c, const BpSim *s, int slot) {
     NetPlayer now[2];
     bp_sim_players(s, now);
     memcpy(c->hist[c->n % HIST], now, sizeof now);
+    {
+        int prev = c->n > 0 ? c->sb_age[(c->n - 1) % HIST] : -1;
+        c->sb_age[c->n % HIST] = now[1 - slot].action_state == BP_AS_SPECIAL ? prev + 1 : -1;
+    }
     c->n++;
     uint32_t d = (uint32_t)c->p.delay;
     if (d >= c->n) d = c->n - 1;
     const NetPlayer *me = &now[slot];
     const NetPlayer *op = &c->hist[(c->n - 1 - d) % HIST][1 - slot];
+    int op_sb_age = c->sb_age[(c->n - 1 - d) % HIST];
 
     /* bookkeeping on our own (current) state */
     int off = (me->flags & BP_PLAYER_FLAG_OFFSTAGE) && !(me->flags & BP_PLAYER_FLAG_ON_GROUND) && !is_dead(me);
@@ -326,7 +355,7 @@ BpInput bp_cpu_think(BpCpu *c, const BpSim *s, int slot) {
 
     uint32_t hold_btn = 0;
     int hold_ticks = 0;
-    out = execute(c, choose_plan(c, me, op), me, op, &hold_btn, &hold_ticks);
+    out = execute(c, choose_plan(c, me, op, op_sb_age), me, op, op_sb_age, &hold_btn, &hold_ticks);
     if (hold_ticks > 0) {
         c->hold_btn = hold_btn;
         c->hold_btn_ticks = hold_ticks;

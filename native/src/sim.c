@@ -30,6 +30,14 @@
  * G_BTN_REPEAT ticks while held (a held button is buffered until the fighter
  * can act).  SHIELD is level-triggered (held = shield up).
  *
+ * The side special (the finisher) is punishable: it is press-only (a held
+ * SPECIAL that started one never auto-repeats into another; it may still
+ * repeat into an up-special), and a whiff — its active window touched no
+ * fighter, neither body nor shield — adds G_SIDE_WHIFF_LAG (18) ticks of
+ * recovery: 14 + 4 + 24 = 42 ticks on hit/shield, 60 on a whiff; an aerial
+ * whiff that lands takes G_SIDE_WHIFF_LAND_LAG (18) landing lag instead of
+ * G_AERIAL_LAG.  Jab, aerial and up-special timings are unchanged.
+ *
  * Determinism: only float arithmetic on plain IEEE binary32 (no libm calls,
  * build with -ffp-contract=off, never -ffast-math), a private xorshift PRNG
  * seeded by bp_sim_reset, and a zero-initialised state with no padding.
@@ -74,6 +82,8 @@
 #define G_HELPLESS_LAG 10
 #define G_AERIAL_LAG 6
 #define G_SHIELD_DROP_LAG 6
+#define G_SIDE_WHIFF_LAG 18     /* extra recovery of a side special that touched nobody */
+#define G_SIDE_WHIFF_LAND_LAG 18 /* landing lag of a whiffed aerial side special */
 
 #define G_SHIELD_DRAIN 0.20f
 #define G_SHIELD_REGEN 0.08f
@@ -125,6 +135,7 @@ typedef struct {
     int32_t grounded, hitstun, lag, move, move_hit;
     int32_t jumps_left, upb_used, sideb_used, fastfall;
     int32_t invuln, ledge_side, regrab, ledge_invuln_ok, edge_stop;
+    int32_t side_lock; /* SPECIAL still held since it started a side special */
     float upb_vx, upb_vy;
     uint32_t buttons, prev_buttons;
     int32_t btn_age[3];
@@ -193,8 +204,10 @@ static void update_buttons(Fighter *f, uint32_t buttons) {
     for (int b = 0; b < 3; b++) {
         int now = (buttons & (uint32_t)BTN_BITS[b]) != 0;
         int before = (f->prev_buttons & (uint32_t)BTN_BITS[b]) != 0;
-        if (!now)
+        if (!now) {
             f->btn_age[b] = G_BTN_REPEAT;
+            if (b == B_SPECIAL) f->side_lock = 0;
+        }
         else if (before && f->btn_age[b] < 100000)
             f->btn_age[b]++;
     }
@@ -204,6 +217,13 @@ static int fire_ready(const Fighter *f, int b) {
     return (f->buttons & (uint32_t)BTN_BITS[b]) && f->btn_age[b] >= G_BTN_REPEAT;
 }
 static void consume(Fighter *f, int b) { f->btn_age[b] = 0; }
+/* The side special is press-only: a held SPECIAL that started one never
+ * auto-repeats into another (it may still repeat into an up-special). */
+static int side_ready(const Fighter *f) { return fire_ready(f, B_SPECIAL) && !f->side_lock; }
+static void consume_side(Fighter *f) {
+    consume(f, B_SPECIAL);
+    f->side_lock = 1;
+}
 static int held(const Fighter *f, uint32_t bit) { return (f->buttons & bit) != 0; }
 
 static float spawn_x(int slot) { return slot == 0 ? -BP_SPAWN_X : BP_SPAWN_X; }
@@ -322,7 +342,7 @@ static void on_land(Fighter *f) {
         break;
     case BP_AS_ATTACK:
     case BP_AS_SPECIAL:
-        f->lag = G_AERIAL_LAG;
+        f->lag = (f->move == MV_SIDE && !f->move_hit) ? G_SIDE_WHIFF_LAND_LAG : G_AERIAL_LAG;
         f->move = MV_NONE;
         set_state(f, BP_AS_LAG);
         break;
@@ -349,12 +369,14 @@ static void ground_actionable(Fighter *f, const BpInput *in) {
         set_state(f, BP_AS_JUMPSQUAT);
         return;
     }
-    if (fire_ready(f, B_SPECIAL)) {
+    if (fire_ready(f, B_SPECIAL) && in->stick_y > 0.5f) {
         consume(f, B_SPECIAL);
-        if (in->stick_y > 0.5f)
-            start_upb(f);
-        else
-            start_move(f, MV_SIDE, BP_AS_SPECIAL, in);
+        start_upb(f);
+        return;
+    }
+    if (side_ready(f) && in->stick_y <= 0.5f) {
+        consume_side(f);
+        start_move(f, MV_SIDE, BP_AS_SPECIAL, in);
         return;
     }
     if (fire_ready(f, B_ATTACK)) {
@@ -390,8 +412,8 @@ static void air_actionable(Fighter *f, const BpInput *in) {
                 start_upb(f);
                 return;
             }
-        } else if (!f->sideb_used) {
-            consume(f, B_SPECIAL);
+        } else if (!f->sideb_used && !f->side_lock) {
+            consume_side(f);
             start_move(f, MV_SIDE, BP_AS_SPECIAL, in);
             return;
         }
@@ -541,7 +563,9 @@ static void control(BpSim *s, int i, const BpInput *in) {
         } else {
             air_drift(f, in->stick_x, G_AIR_MAX, G_AIR_ACCEL * 0.5f);
         }
-        if (f->timer >= m->startup + m->active + m->recovery) {
+        int recovery = m->recovery;
+        if (f->move == MV_SIDE && !f->move_hit) recovery += G_SIDE_WHIFF_LAG; /* whiffed: punishable */
+        if (f->timer >= m->startup + m->active + recovery) {
             f->move = MV_NONE;
             to_neutral(f);
         }
@@ -841,7 +865,9 @@ static void check_blast(BpSim *s, int i) {
     int32_t stocks = f->stocks;
     uint32_t buttons = f->buttons, prev = f->prev_buttons;
     int32_t age[3] = {f->btn_age[0], f->btn_age[1], f->btn_age[2]};
+    int32_t side_lock = f->side_lock;
     memset(f, 0, sizeof *f);
+    f->side_lock = side_lock;
     f->stocks = stocks;
     f->buttons = buttons;
     f->prev_buttons = prev;

@@ -315,6 +315,41 @@ static void test_shield(void) {
     bp_sim_destroy(s);
 }
 
+/* The finisher: 42 ticks when it connects, G_SIDE_WHIFF_LAG more when it
+ * whiffs; press-only (a held SPECIAL does not auto-repeat into another one). */
+static int side_special_length(float victim_x, uint32_t hold_ticks, int *n_started) {
+    BpSim *s = bp_sim_create();
+    bp_sim_reset(s, 1u, 1u);
+    s->f[0].x = 0.0f;
+    s->f[0].facing = 1;
+    s->f[1].x = victim_x;
+    int len = -1, started = 0, prev = s->f[0].state;
+    for (int t = 0; t < 300; t++) {
+        BpInput a = {0, 0, (uint32_t)t < hold_ticks ? BP_BTN_SPECIAL : 0u};
+        BpInput in[2] = {a, NEUTRAL};
+        bp_sim_step(s, in);
+        int st = s->f[0].state;
+        if (st == BP_AS_SPECIAL && prev != BP_AS_SPECIAL) started++;
+        if (st != BP_AS_SPECIAL && prev == BP_AS_SPECIAL && len < 0) len = t;
+        prev = st;
+    }
+    if (n_started) *n_started = started;
+    bp_sim_destroy(s);
+    return len;
+}
+
+static void test_side_special_lag(void) {
+    const Move *m = &MOVES[MV_SIDE];
+    int total = m->startup + m->active + m->recovery, n = 0;
+    int hit = side_special_length(15.0f, 1, NULL);
+    int whiff = side_special_length(70.0f, 1, NULL);
+    CHECK(hit == total, "side special on hit lasts %d ticks, want %d", hit, total);
+    CHECK(whiff == total + G_SIDE_WHIFF_LAG, "whiffed side special lasts %d ticks, want %d", whiff,
+          total + G_SIDE_WHIFF_LAG);
+    side_special_length(70.0f, 250, &n);
+    CHECK(n == 1, "a held SPECIAL started %d side specials (press-only: 1)", n);
+}
+
 /* Recovery is a decision: from just below the ledge the up-special gets back,
  * from deep below it does not. */
 static int try_recover(float x, float y, int jumps) {
@@ -376,6 +411,7 @@ int main(void) {
     test_ledge_snap();
     test_knockback();
     test_shield();
+    test_side_special_lag();
     test_recovery();
     test_sanitize();
     printf("test_sim: %d passed, %d failed\n", g_pass, g_fail);
