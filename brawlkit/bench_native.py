@@ -228,7 +228,25 @@ def run(json_out: bool = False, checkpoint: str | None = None, n_c: int = 200_00
     return out
 
 
-if __name__ == "__main__":
-    import sys
+def main(argv: list[str] | None = None) -> int:
+    """``python -m brawlkit bench native [--checkpoint CKPT.zip] [--calls N] [--json]``."""
+    import argparse
 
-    run(json_out="--json" in sys.argv)
+    ap = argparse.ArgumentParser(
+        prog="python -m brawlkit bench native",
+        description="C forward pass ns/call against torch and numpy on the same weights, "
+                    "with the arithmetic limit of the MLP for scale.",
+    )
+    ap.add_argument("--checkpoint", default=None,
+                    help="SB3 checkpoint whose actor to time (default: a freshly built one)")
+    ap.add_argument("--calls", type=int, default=200_000, help="C forward calls to time")
+    ap.add_argument("--json", action="store_true", help="one JSON object on the last line")
+    args = ap.parse_args(argv)
+    if args.calls < 1000:
+        ap.error("--calls must be >= 1000 for a stable figure")
+    run(json_out=args.json, checkpoint=args.checkpoint, n_c=args.calls)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

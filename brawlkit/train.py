@@ -192,6 +192,11 @@ class TrainConfig:
     gamma: float = 0.99
     gae_lambda: float = 0.95
     clip_range: float = 0.2
+    log_std_init: float = 0.0
+    """initial log std of the Gaussian policy (SB3 default 0 = std 1). Buttons are
+    pressed when their value > 0, so with std 1 early play is mostly noise and the
+    *deterministic* policy (the mean, what the C bot plays) can lag far behind the
+    stochastic one; a smaller start makes the mean carry the behaviour sooner."""
     # env
     action_repeat: int = 4
     max_episode_steps: int | None = None
@@ -362,10 +367,11 @@ def _new_run_dir(role: str, seed: int, runs_root: str | Path) -> Path:
     return d
 
 
-def _policy_kwargs() -> dict[str, Any]:
+def _policy_kwargs(log_std_init: float = 0.0) -> dict[str, Any]:
     import torch
 
-    return dict(net_arch=dict(pi=[64, 64], vf=[64, 64]), activation_fn=torch.nn.Tanh)
+    return dict(net_arch=dict(pi=[64, 64], vf=[64, 64]), activation_fn=torch.nn.Tanh,
+                log_std_init=log_std_init)
 
 
 def _atomic_write_json(path: Path, data: dict[str, Any]) -> None:
@@ -491,7 +497,7 @@ def train(
                 "MlpPolicy", venv, learning_rate=cfg.learning_rate, n_steps=cfg.ppo_n_steps(),
                 batch_size=cfg.ppo_batch_size(), n_epochs=cfg.n_epochs, gamma=cfg.gamma,
                 gae_lambda=cfg.gae_lambda, clip_range=cfg.clip_range, ent_coef=cfg.ent_coef,
-                policy_kwargs=_policy_kwargs(), seed=cfg.seed, device="cpu", verbose=0,
+                policy_kwargs=_policy_kwargs(cfg.log_std_init), seed=cfg.seed, device="cpu", verbose=0,
             )
             parent = None
         model.set_logger(configure(str(rdir), ["csv", "tensorboard"]))
@@ -617,6 +623,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--batch-size", type=int, default=d.batch_size)
     ap.add_argument("--n-epochs", type=int, default=d.n_epochs)
     ap.add_argument("--gamma", type=float, default=d.gamma)
+    ap.add_argument("--log-std-init", type=float, default=d.log_std_init,
+                    help="initial log std of the Gaussian policy (0 = std 1, SB3's default)")
     ap.add_argument("--action-repeat", type=int, default=d.action_repeat, help="ticks per action")
     ap.add_argument("--curriculum-k", type=int, default=d.curriculum_k,
                     help="level L+1 unlocks after winning >= half of the last K games at level L")
@@ -641,6 +649,7 @@ def main(argv: list[str] | None = None) -> int:
             resume=args.resume, reward=args.reward, vec=args.vec, runs_root=args.runs_root,
             learning_rate=args.learning_rate, n_steps=args.n_steps, batch_size=args.batch_size,
             n_epochs=args.n_epochs, gamma=args.gamma, action_repeat=args.action_repeat,
+            log_std_init=args.log_std_init,
             curriculum_k=args.curriculum_k,
             eval_levels=tuple(int(x) for x in args.eval_levels.split(",") if x.strip()),
             eval_episodes=args.eval_episodes, max_episode_steps=args.max_episode_steps,
