@@ -113,3 +113,52 @@ def test_c_bot_and_python_policy_play_the_same_match(binaries, tmp_path):
           f"({frac:.4f}); winner py={py_winner} c={m.group(2)}; ticks py={py_ticks} c={m.group(3)}")
     assert frac >= 0.99
     assert int(m.group(2)) == py_winner and int(m.group(3)) == py_ticks
+
+
+def _constant_blob(stick_x: float) -> bytes:
+    """A valid 31-64-64-6 blob whose output is the constant (stick_x, 0, no buttons)."""
+    z = np.zeros
+    head_bias = np.array([stick_x, 0, -1, -1, -1, -1], dtype=np.float32)
+    return ex.pack_bpw([
+        ex.Layer(z((64, 31), np.float32), z(64, np.float32), ex.ACT_TANH),
+        ex.Layer(z((64, 64), np.float32), z(64, np.float32), ex.ACT_TANH),
+        ex.Layer(z((6, 64), np.float32), head_bias, ex.ACT_NONE),
+    ])
+
+
+def test_bot_reloads_weights_on_sighup_and_keeps_old_ones_if_refused(binaries, tmp_path):
+    """A new checkpoint replaces the old one with no restart: SIGHUP reloads; a corrupt
+    file is refused with a message and the bot plays on with the previous weights."""
+    import signal
+    import time
+
+    bot, server = binaries
+    weights = tmp_path / "live.bpw"
+    weights.write_bytes(_constant_blob(-0.5))
+    trace = tmp_path / "trace.txt"
+    srv = subprocess.Popen([str(server), "--port", "0", "--mode", "realtime", "--cpu-level", "1",
+                            "--quiet"], stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(srv.stdout.readline().split()[1])
+        b = subprocess.Popen([str(bot), "--server", f"127.0.0.1:{port}", "--weights", str(weights),
+                              "--matches", "1", "--seed", "3", "--trace", str(trace)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(0.6)
+        weights.write_bytes(b"BPW1 this is not a policy")
+        b.send_signal(signal.SIGHUP)
+        time.sleep(0.4)
+        weights.write_bytes(ex.encode_blob(_constant_blob(0.5), "lz4"))
+        b.send_signal(signal.SIGHUP)
+        time.sleep(0.6)
+        b.send_signal(signal.SIGTERM)
+        _, err = b.communicate(timeout=10)
+    finally:
+        srv.terminate()
+        srv.wait(timeout=10)
+    assert "refused" in err and "keeping the previous weights" in err, err
+    assert err.count("loaded weights") >= 2, err  # at start and after the second SIGHUP
+    sx = np.loadtxt(trace, ndmin=2)[:, 2]
+    assert set(np.round(sx, 6)) <= {-0.5, 0.5}
+    first_new = int(np.argmax(sx > 0))
+    assert sx[0] == -0.5 and first_new > 20  # ~60 Hz for ~1 s on the old weights
+    assert np.all(sx[first_new:] == 0.5) and np.all(sx[:first_new] == -0.5)

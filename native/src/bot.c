@@ -111,6 +111,7 @@ static BpPolicy *reload(BpPolicy *old, const char *path)
         return old;
     }
     bp_policy_free(old);
+    fprintf(stderr, "bot: loaded weights %s\n", path);
     return p;
 }
 
