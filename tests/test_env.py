@@ -82,6 +82,17 @@ def test_lockstep_full_match_vs_callable_opponent() -> None:
         env.close()
 
 
+@pytest.mark.parametrize("mode", ["fastforward", "realtime"])
+def test_free_running_full_match_vs_callable_opponent(mode: str) -> None:
+    # the opponent walks off three times: a proper terminal state in ~10 s of game time
+    env = BrawlpitEnv(mode=mode, opponent=walk_off, speed=30.0)
+    try:
+        info, _, _ = play_to_end(env, lambda o, s: IDLE)
+        assert info["outcome"] == "win" and info["other_stocks"] == 0
+    finally:
+        env.close()
+
+
 def test_fastforward_full_match_reports_skipped_ticks() -> None:
     env = BrawlpitEnv(mode="fastforward", opponent="cpu:8", speed=60.0)
     try:
