@@ -65,12 +65,19 @@ def test_c_bot_and_python_policy_play_the_same_match(binaries, tmp_path):
 
     from brawlkit.env import BrawlpitEnv
 
+    import os
+
     bot, server = binaries
-    make_trained_like_checkpoint(tmp_path / "ppo.zip", seed=11)
-    ex.export_checkpoint(tmp_path / "ppo.zip", tmp_path / "p.bpw", compress="auto")
+    # BRAWLKIT_E2E_CHECKPOINT=runs/main/.../gen_XXXX.zip runs this on a trained policy
+    # (full-length matches); CI has none, so by default a large-weight random actor
+    ckpt = os.environ.get("BRAWLKIT_E2E_CHECKPOINT")
+    if ckpt is None:
+        ckpt = str(tmp_path / "ppo.zip")
+        make_trained_like_checkpoint(tmp_path / "ppo.zip", seed=11)
+    ex.export_checkpoint(ckpt, tmp_path / "p.bpw", compress="auto")
     seed, level = 21, 3
 
-    model = PPO.load(str(tmp_path / "ppo.zip"), device="cpu")
+    model = PPO.load(ckpt, device="cpu")
     env = BrawlpitEnv(mode="lockstep", action_repeat=4, opponent=f"cpu:{level}")
     py_steps = []
     try:
