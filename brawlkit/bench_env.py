@@ -2,7 +2,10 @@
 
 Measured side by side in one run, with the same random actions:
 
-* ``udp_lockstep``: BrawlpitEnv over UDP against a lockstep server (CPU level 3).
+* ``udp_lockstep``: BrawlpitEnv over UDP against a lockstep server (CPU level 3),
+  the server busy-polling between steps as it does when a core is spare
+  (``auto_spin_us``); ``udp_lockstep_nospin``: the same with a server that
+  blocks (what it does when every core is busy).
 * ``udp_fastforward``: the same against a free-running server (``--speed``).
 * ``inprocess``: the same simulation through ``libbrawlpit.so`` (ctypes), the
   same snapshot bytes and the same Python observation builder — no sockets.
@@ -29,6 +32,7 @@ import numpy as np
 from brawlkit.env import BrawlpitEnv, _decode
 from brawlkit.observation import build_observation
 from brawlkit.protocol import parse_snapshot
+from brawlkit.server import auto_spin_us
 from brawlkit.sim import InProcessMatch
 
 
@@ -37,9 +41,10 @@ def _actions(n: int, seed: int) -> np.ndarray:
 
 
 def bench_udp(mode: str, steps: int, seed: int, speed: float = 200.0,
-              profile: bool = False) -> tuple[float, str]:
+              profile: bool = False, spin_us: int = 0) -> tuple[float, str]:
     acts = _actions(steps, seed)
-    env = BrawlpitEnv(mode=mode, opponent="cpu:3", speed=speed, seed=seed)
+    env = BrawlpitEnv(mode=mode, opponent="cpu:3", speed=speed, seed=seed,
+                      server_spin_us=spin_us if mode == "lockstep" else 0)
     try:
         env.reset(seed=seed)
         for a in acts[:50]:  # warm-up
@@ -74,7 +79,7 @@ def bench_parts(n: int = 5000, seed: int = 0) -> dict[str, float]:
     transport + server wake-up cost, no simulation.  ``parse`` and
     ``observation``: decoding the 92 bytes and building the 31 values.
     """
-    env = BrawlpitEnv(mode="lockstep", opponent="cpu:3", seed=seed)
+    env = BrawlpitEnv(mode="lockstep", opponent="cpu:3", seed=seed)  # blocking server: worst case
     try:
         env.reset(seed=seed)
         for a in _actions(20, seed):
@@ -122,17 +127,22 @@ def bench_inprocess(steps: int, seed: int, repeat: int = 4) -> float:
 
 def run(steps: int = 5000, seed: int = 0, profile: bool = True,
         ff_speed: float = 200.0) -> dict[str, Any]:
+    spin = auto_spin_us(1)
     inproc = bench_inprocess(steps, seed)
-    lock, prof_text = bench_udp("lockstep", steps, seed, profile=False)
+    lock, prof_text = bench_udp("lockstep", steps, seed, spin_us=spin)
+    lock_block, _ = bench_udp("lockstep", steps, seed, spin_us=0)
     ff, _ = bench_udp("fastforward", steps, seed, speed=ff_speed)
     if profile:
-        _, prof_text = bench_udp("lockstep", min(steps, 3000), seed, profile=True)
+        _, prof_text = bench_udp("lockstep", min(steps, 3000), seed, profile=True, spin_us=spin)
     parts = bench_parts(min(steps, 5000), seed)
     return {
         "steps": steps,
         "fastforward_speed": ff_speed,
         "udp_lockstep_steps_per_s": round(lock, 1),
         "udp_fastforward_steps_per_s": round(ff, 1),
+        "server_spin_us": spin,
+        "udp_lockstep_nospin_steps_per_s": round(lock_block, 1),
+        "ratio_udp_lockstep_nospin_vs_inprocess": round(lock_block / inproc, 3),
         "inprocess_steps_per_s": round(inproc, 1),
         "ratio_udp_lockstep_vs_inprocess": round(lock / inproc, 3),
         "ratio_udp_fastforward_vs_inprocess": round(ff / inproc, 3),
@@ -160,11 +170,12 @@ def main(argv: list[str] | None = None) -> int:
     res = run(args.steps, args.seed, profile=not args.no_profile, ff_speed=args.ff_speed)
     prof = res.pop("profile")
     print(f"{'path':<28}{'steps/s':>12}{'us/step':>10}")
-    for key in ("inprocess", "udp_lockstep", "udp_fastforward"):
+    for key in ("inprocess", "udp_lockstep", "udp_lockstep_nospin", "udp_fastforward"):
         rate = res[f"{key}_steps_per_s"]
         print(f"{key:<28}{rate:>12.0f}{1e6 / rate:>10.1f}")
     print(f"ratio udp_lockstep / inprocess = {res['ratio_udp_lockstep_vs_inprocess']:.3f} "
-          "(target >= 0.5)")
+          f"(target >= 0.5; server --spin-us {res['server_spin_us']}, as training sets it "
+          f"when a core is spare); without spin {res['ratio_udp_lockstep_nospin_vs_inprocess']:.3f}")
     parts = res["parts_us"]
     print(f"\nparts of a UDP lockstep step (us): transport round trip {parts['round_trip_us']:.1f} "
           f"(send + server wake-up + recv, no simulation), parse {parts['parse_us']:.1f}, "

@@ -67,7 +67,12 @@ def _make_venv(kind: str, n_envs: int, vec: str) -> Any:
     if kind == "dummy":
         fns = [DummyBrawlpitEnv for _ in range(n_envs)]
     else:
-        fns = [lambda: BrawlpitEnv(opponent="cpu:3", reward=make_reward("tiered")) for _ in range(n_envs)]
+        from brawlkit.server import auto_spin_us
+
+        # the training default: servers spin only while they leave the trainer a core
+        spin = auto_spin_us(n_envs) if vec == "inproc" else 0
+        fns = [lambda: BrawlpitEnv(opponent="cpu:3", reward=make_reward("tiered"),
+                                   server_spin_us=spin) for _ in range(n_envs)]
     return VecMonitor(make_vec_env(fns, vec=vec))
 
 

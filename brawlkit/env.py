@@ -146,6 +146,10 @@ class BrawlpitEnv(gym.Env[np.ndarray, np.ndarray]):
         server_address: join an already running server instead of starting one.
         recv_timeout: seconds without an answer before raising :class:`EnvError`.
         poll_us: how long the client busy-polls for a snapshot before blocking.
+        server_spin_us: how long the lockstep server busy-polls for the next
+            command before blocking (``--spin-us``): faster steps for a core of
+            CPU; worth it only while a core is spare, see
+            :func:`brawlkit.server.auto_spin_us`.  0 = always block.
     """
 
     metadata = {"render_modes": []}
@@ -164,6 +168,7 @@ class BrawlpitEnv(gym.Env[np.ndarray, np.ndarray]):
         server_address: tuple[str, int] | None = None,
         recv_timeout: float = 5.0,
         poll_us: float = 200.0,
+        server_spin_us: int = 0,
     ) -> None:
         super().__init__()
         if mode not in _MODE_IDS:
@@ -197,6 +202,7 @@ class BrawlpitEnv(gym.Env[np.ndarray, np.ndarray]):
                 mode=mode,
                 speed=speed if mode == "fastforward" else None,
                 cpu_level=cpu if cpu not in (C.BP_CPU_NONE, C.BP_CPU_KEEP) else None,
+                spin_us=server_spin_us if mode == "lockstep" else 0,
             )
             self._address: tuple[str, int] | None = None
             self._cpu_level = cpu if cpu != C.BP_CPU_KEEP else C.BP_CPU_NONE

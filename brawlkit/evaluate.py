@@ -74,9 +74,11 @@ def play_episodes(
 
     own = envs is None
     if envs is None:
-        kw = dict(env_kwargs or {})
-        envs = [BrawlpitEnv(opponent=opponent, reward=OutcomeReward(), **kw)
-                for _ in range(max(1, min(n_envs, episodes)))]
+        from brawlkit.server import auto_spin_us
+
+        n = max(1, min(n_envs, episodes))
+        kw = {"server_spin_us": auto_spin_us(n), **(env_kwargs or {})}
+        envs = [BrawlpitEnv(opponent=opponent, reward=OutcomeReward(), **kw) for _ in range(n)]
     results: list[dict[str, Any]] = []
     try:
         queue = list(range(episodes))

@@ -36,6 +36,28 @@ _LISTEN = re.compile(rb"^listening (\d+)\s*$")
 _PR_SET_PDEATHSIG = 1
 
 
+#: lockstep server busy-poll window when a core is spare (see auto_spin_us)
+DEFAULT_SPIN_US = 2000
+
+
+def auto_spin_us(n_servers: int) -> int:
+    """Server busy-poll window for ``n_servers`` lockstep servers stepped together.
+
+    Spinning keeps a server awake between a snapshot and the next command, which
+    saves the wake-up that dominates a lockstep round trip (measured on the
+    2-core VM: PPO at n_envs 1 went from 0.64 to 0.83 of the zero-cost-env rate).
+    It only pays while the spinning servers leave the trainer a core of its own:
+    two spinning servers on two cores starve the trainer (0.62 -> 0.22).  So:
+    spin when ``n_servers < cpu_count``, else block.  ``BRAWLKIT_SERVER_SPIN_US``
+    overrides (0 disables).
+    """
+    env = os.environ.get("BRAWLKIT_SERVER_SPIN_US")
+    if env is not None:
+        return max(0, int(env))
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return DEFAULT_SPIN_US if n_servers < cores else 0
+
+
 class ServerError(RuntimeError):
     """The game server could not be started, or died while in use."""
 
@@ -88,6 +110,7 @@ class ServerProcess:
         seed: int | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
+        spin_us: int = 0,
         extra_args: Sequence[str] = (),
         start_timeout: float = 10.0,
         binary: str | os.PathLike[str] | None = None,
@@ -104,6 +127,8 @@ class ServerProcess:
             args += ["--cpu-level", str(int(cpu_level))]
         if seed is not None:
             args += ["--seed", str(int(seed))]
+        if spin_us:
+            args += ["--spin-us", str(int(spin_us))]
         args += list(extra_args)
         self.args = args
         self.port: int = -1

@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from brawlkit.evaluate import action_patterns, numpy_actor, play_episodes, spam_fraction
+from brawlkit.server import auto_spin_us
 from brawlkit.vecenv import DEFAULT_VEC, VEC_KINDS, limit_threads
 
 ROLES = ("main", "main_exploiter", "league_exploiter")
@@ -461,7 +462,12 @@ def train(
 
     # ---- envs
     env_kw: dict[str, Any] = dict(mode="lockstep", action_repeat=cfg.action_repeat)
-    train_kw = dict(env_kw, max_episode_steps=cfg.max_episode_steps)
+    # the servers busy-poll between steps only while they leave the trainer a core
+    # (auto_spin_us); subproc workers are processes of their own, so never there
+    spin = auto_spin_us(cfg.n_envs) if cfg.vec == "inproc" else 0
+    train_kw = dict(env_kw, max_episode_steps=cfg.max_episode_steps, server_spin_us=spin)
+    n_eval = min(2, cfg.n_envs)
+    eval_kw = dict(env_kw, server_spin_us=auto_spin_us(n_eval))
 
     firsts = [sampler.sample() for _ in range(cfg.n_envs)] if cfg.vec == "subproc" else []
 
@@ -480,7 +486,7 @@ def train(
     result = TrainResult(run_dir=rdir)
     t0 = time.perf_counter()
     try:
-        eval_envs = [BrawlpitEnv(opponent="cpu:1", **env_kw) for _ in range(min(2, cfg.n_envs))]
+        eval_envs = [BrawlpitEnv(opponent="cpu:1", **eval_kw) for _ in range(n_eval)]
         # ---- model
         if resume_from:
             zip_path = rdir / f"gen_{int(resume_from['generation']):04d}.zip"

@@ -61,11 +61,11 @@ def test_c_bot_and_python_policy_play_the_same_match(binaries, tmp_path):
     """The proof that the live game runs what was trained: the same checkpoint,
     once as SB3/torch in BrawlpitEnv and once as brawlpit_bot (C, zero Python),
     in lockstep against the same CPU with the same seed, plays the same match."""
+    import os
+
     from stable_baselines3 import PPO
 
     from brawlkit.env import BrawlpitEnv
-
-    import os
 
     bot, server = binaries
     # BRAWLKIT_E2E_CHECKPOINT=runs/main/.../gen_XXXX.zip runs this on a trained policy

@@ -82,3 +82,39 @@ def test_parse_stats_line() -> None:
     assert parse_stats_line(text) == {"rx": 10, "tx": 4, "dropped": 6, "bad_len": 2, "bad_magic": 4}
     with pytest.raises(ValueError):
         parse_stats_line("nothing here")
+
+
+def test_auto_spin_leaves_the_trainer_a_core(monkeypatch) -> None:
+    from brawlkit.server import DEFAULT_SPIN_US, auto_spin_us
+
+    monkeypatch.delenv("BRAWLKIT_SERVER_SPIN_US", raising=False)
+    cores = len(os.sched_getaffinity(0))
+    assert auto_spin_us(cores) == 0
+    assert auto_spin_us(cores - 1) == (DEFAULT_SPIN_US if cores > 1 else 0)
+    monkeypatch.setenv("BRAWLKIT_SERVER_SPIN_US", "0")
+    assert auto_spin_us(0) == 0
+
+
+def test_spinning_server_plays_the_same_match() -> None:
+    import numpy as np
+
+    from brawlkit.env import BrawlpitEnv
+
+    def rollout(spin: int) -> list:
+        env = BrawlpitEnv(opponent="cpu:4", server_spin_us=spin)
+        rng = np.random.default_rng(3)
+        try:
+            obs, _ = env.reset(seed=9)
+            out = [obs]
+            for _ in range(300):
+                obs, _, term, _, _ = env.step(rng.uniform(-1, 1, 6).astype(np.float32))
+                out.append(obs)
+                if term:
+                    break
+            assert "--spin-us" in env.server.args if spin else True
+            return out
+        finally:
+            env.close()
+
+    a, b = rollout(0), rollout(500)
+    assert len(a) == len(b) and all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
