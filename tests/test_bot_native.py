@@ -25,24 +25,33 @@ def binaries():
     return NATIVE / "build" / "brawlpit_bot", server
 
 
-def test_bot_plays_lockstep_match(binaries, tmp_path):
-    bot, server = binaries
-    make_trained_like_checkpoint(tmp_path / "ppo.zip", seed=4)
-    ex.export_checkpoint(tmp_path / "ppo.zip", tmp_path / "p.bpw", compress="shuffle")
-    srv = subprocess.Popen([str(server), "--port", "0", "--mode", "lockstep", "--cpu-level", "3",
-                            "--quiet"], stdout=subprocess.PIPE, text=True)
+def play_one_lockstep_match(bot, server, blob, trace, seed: int, level: int):
+    """brawlpit_bot plays one lockstep match vs CPU ``level`` on a fresh server;
+    returns (winner, ticks) from its result line, with the per-step trace in ``trace``."""
+    srv = subprocess.Popen([str(server), "--port", "0", "--mode", "lockstep", "--cpu-level",
+                            str(level), "--quiet"], stdout=subprocess.PIPE, text=True)
     try:
         port = int(srv.stdout.readline().split()[1])
-        r = subprocess.run([str(bot), "--server", f"127.0.0.1:{port}", "--weights",
-                            str(tmp_path / "p.bpw"), "--matches", "1", "--seed", "7",
-                            "--cpu-level", "3", "--trace", str(tmp_path / "trace.txt")],
+        r = subprocess.run([str(bot), "--server", f"127.0.0.1:{port}", "--weights", str(blob),
+                            "--matches", "1", "--seed", str(seed), "--cpu-level", str(level),
+                            "--trace", str(trace)],
                            capture_output=True, text=True, timeout=120)
     finally:
         srv.terminate()
         srv.wait(timeout=10)
     assert r.returncode == 0, r.stderr
     m = re.fullmatch(r"match (\d+) winner (\d+) ticks (\d+)\n", r.stdout)
-    assert m and int(m.group(2)) in (0, 1, 2) and 0 < int(m.group(3)) <= 9000
+    assert m, r.stdout
+    return int(m.group(2)), int(m.group(3))
+
+
+def test_bot_plays_lockstep_match(binaries, tmp_path):
+    bot, server = binaries
+    make_trained_like_checkpoint(tmp_path / "ppo.zip", seed=4)
+    ex.export_checkpoint(tmp_path / "ppo.zip", tmp_path / "p.bpw", compress="shuffle")
+    winner, ticks = play_one_lockstep_match(bot, server, tmp_path / "p.bpw",
+                                            tmp_path / "trace.txt", seed=7, level=3)
+    assert winner in (0, 1, 2) and 0 < ticks <= 9000
     rows = np.loadtxt(tmp_path / "trace.txt", ndmin=2)
     assert len(rows) > 10
     assert np.all(np.diff(rows[:, 1]) == 4)  # lockstep, repeat 4, no skipped step
@@ -93,20 +102,8 @@ def test_c_bot_and_python_policy_play_the_same_match(binaries, tmp_path):
     finally:
         env.close()
 
-    srv = subprocess.Popen([str(server), "--port", "0", "--mode", "lockstep", "--cpu-level",
-                            str(level), "--quiet"], stdout=subprocess.PIPE, text=True)
-    try:
-        port = int(srv.stdout.readline().split()[1])
-        r = subprocess.run([str(bot), "--server", f"127.0.0.1:{port}", "--weights",
-                            str(tmp_path / "p.bpw"), "--matches", "1", "--seed", str(seed),
-                            "--cpu-level", str(level), "--trace", str(tmp_path / "trace.txt")],
-                           capture_output=True, text=True, timeout=120)
-    finally:
-        srv.terminate()
-        srv.wait(timeout=10)
-    assert r.returncode == 0, r.stderr
-    m = re.fullmatch(r"match (\d+) winner (\d+) ticks (\d+)\n", r.stdout)
-    assert m, r.stdout
+    c_winner, c_ticks = play_one_lockstep_match(bot, server, tmp_path / "p.bpw",
+                                                tmp_path / "trace.txt", seed=seed, level=level)
     rows = np.loadtxt(tmp_path / "trace.txt", ndmin=2)
     c_steps = [(int(row[1]), float(row[2]), float(row[3]), int(row[4])) for row in rows]
 
@@ -117,9 +114,9 @@ def test_c_bot_and_python_policy_play_the_same_match(binaries, tmp_path):
     )
     frac = same / max(len(py_steps), len(c_steps))
     print(f"C bot vs Python policy: {same}/{max(len(py_steps), len(c_steps))} steps identical "
-          f"({frac:.4f}); winner py={py_winner} c={m.group(2)}; ticks py={py_ticks} c={m.group(3)}")
+          f"({frac:.4f}); winner py={py_winner} c={c_winner}; ticks py={py_ticks} c={c_ticks}")
     assert frac >= 0.99
-    assert int(m.group(2)) == py_winner and int(m.group(3)) == py_ticks
+    assert c_winner == py_winner and c_ticks == py_ticks
 
 
 def _constant_blob(stick_x: float) -> bytes:

@@ -73,14 +73,7 @@ struct BpCpu {
     float upb_aim_x, upb_aim_y;
 };
 
-static uint32_t rng_next(uint32_t *st) {
-    uint32_t x = *st;
-    x ^= x << 13;
-    x ^= x >> 17;
-    x ^= x << 5;
-    *st = x;
-    return x;
-}
+static uint32_t rng_next(uint32_t *st) { return bp_xorshift32(st); }
 static float frand(BpCpu *c) { return (float)(rng_next(&c->rng) >> 8) * (1.0f / 16777216.0f); }
 static float absf(float v) { return v < 0.0f ? -v : v; }
 static float sgn(float v) { return v < 0.0f ? -1.0f : 1.0f; }

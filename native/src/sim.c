@@ -150,14 +150,7 @@ struct BpSim {
 _Static_assert(sizeof(Fighter) % 4 == 0, "Fighter must be padding-free");
 
 /* ------------------------------------------------------------ helpers */
-static uint32_t rng_next(uint32_t *st) {
-    uint32_t x = *st;
-    x ^= x << 13;
-    x ^= x >> 17;
-    x ^= x << 5;
-    *st = x;
-    return x;
-}
+static uint32_t rng_next(uint32_t *st) { return bp_xorshift32(st); }
 
 static float rng_unit(uint32_t *st) { /* [-1, 1) */
     return (float)(rng_next(st) >> 8) * (2.0f / 16777216.0f) - 1.0f;

@@ -25,6 +25,17 @@ typedef struct {
     uint32_t buttons;
 } BpInput;
 
+/* xorshift32: the one PRNG of the simulation and the CPU (deterministic,
+ * seeded per match; a zero state must never be passed). */
+static inline uint32_t bp_xorshift32(uint32_t *st) {
+    uint32_t x = *st;
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    *st = x;
+    return x;
+}
+
 typedef struct BpSim BpSim; /* opaque */
 
 BpSim *bp_sim_create(void); /* already reset with seed 0, match_id 0 */
