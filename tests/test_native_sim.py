@@ -325,7 +325,8 @@ def test_fastforward_paces_and_broadcasts(server_factory):
         d = c.recv_type(SNAPSHOT)
         ticks.append(HDR.unpack_from(d)[4])
     rate = (ticks[-1] - ticks[0]) / (time.monotonic() - t0)
-    assert 400 < rate < 800, rate  # 600 ticks/s nominal
+    # a pacing check (the feature is "X times real time"), not a speed claim: wide bounds
+    assert 300 < rate < 900, rate  # 600 ticks/s nominal
     assert MATCH.unpack_from(d, 12)[6] == 1  # held command acknowledged
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import struct
-import timeit
 
 import numpy as np
 import pytest
@@ -145,14 +144,3 @@ def test_commander_is_the_compiled_prn() -> None:
 
     assert commander_posture is load_stdlib_function("brawlpit/commander_mod.prn",
                                                      "commander_posture")
-
-
-def test_speed() -> None:
-    """The env calls this every step; budget < 15 us (asserted loosely: shared CI cores)."""
-    s = parse_snapshot(snapshot_bytes(P(x=-3.0, vx=1.0), P(x=9.0, y=4.0, vy=-1.0), 500))
-    a, b = s.players
-    n = 20000
-    best = min(timeit.repeat(lambda: build_observation_from_players(a, b, 500),
-                             number=n, repeat=3)) / n
-    print(f"build_observation_from_players: {best * 1e6:.2f} us")
-    assert best < 60e-6
