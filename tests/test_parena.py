@@ -17,7 +17,7 @@ import pytest
 from brawlkit.constants import repo_root
 from brawlkit.parena import compile_file, compile_source, stdlib_dir
 from brawlkit.parena.check import LabelRef
-from brawlkit.parena.syntax import Binary, Call, Node, Num, Unary
+from brawlkit.parena.syntax import Node, Num, walk
 
 ROOT = repo_root()
 STDLIB = sorted(stdlib_dir().rglob("*.prn"))
@@ -179,19 +179,6 @@ def test_unreadable_or_pathological_input(tmp_path: Path, kind: str) -> None:
 
 
 # ------------------------------------------------------------------ backends agree
-def _literals(n: Node, acc: set[float]) -> None:
-    if isinstance(n, Num):
-        acc.add(n.value)
-    elif isinstance(n, Unary):
-        _literals(n.operand, acc)
-    elif isinstance(n, Binary):
-        _literals(n.left, acc)
-        _literals(n.right, acc)
-    elif isinstance(n, Call):
-        for a in n.args:
-            _literals(a, acc)
-
-
 def _f32_neighbours(v: float) -> list[float]:
     bits = struct.unpack("<I", struct.pack("<f", v))[0]
     out = []
@@ -208,7 +195,7 @@ def _boundary_pool(fn_body: list[tuple]) -> list[float]:
     for item in fn_body:
         for part in item[1:3]:
             if isinstance(part, Node) and not isinstance(part, LabelRef):
-                _literals(part, lits)
+                lits.update(x.value for x in walk(part) if isinstance(x, Num))
     pool: set[float] = set()
     for v in lits:
         for s in (v, -v):

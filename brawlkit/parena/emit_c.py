@@ -13,7 +13,7 @@ import re
 
 from brawlkit.parena.check import CheckedFn, CheckedModule, LabelRef
 from brawlkit.parena.runtime import C_RUNTIME
-from brawlkit.parena.syntax import Binary, BoolLit, Call, Name, Node, Num, Unary
+from brawlkit.parena.syntax import Binary, BoolLit, Call, Name, Node, Num, Unary, walk
 
 _CALLS = {"abs": "fabs", "sign": "prn_sign", "min": "prn_min", "max": "prn_max",
           "clip": "prn_clip"}
@@ -56,19 +56,6 @@ def prototype(fn: CheckedFn) -> str:
     return f"{ret} prn_{fn.name}({params})"
 
 
-def _names(n: Node, acc: set[str]) -> None:
-    if isinstance(n, Name):
-        acc.add(n.id)
-    elif isinstance(n, Unary):
-        _names(n.operand, acc)
-    elif isinstance(n, Binary):
-        _names(n.left, acc)
-        _names(n.right, acc)
-    elif isinstance(n, Call):
-        for a in n.args:
-            _names(a, acc)
-
-
 def _cond(n: Node) -> str:
     """A condition without its outermost parentheses (clang's -Wparentheses-equality)."""
     text = expr(n)
@@ -82,7 +69,7 @@ def function(fn: CheckedFn) -> list[str]:
     for item in fn.body:
         for part in item[1:3] if item[0] == "rule" else item[2:3]:
             if isinstance(part, Node):
-                _names(part, used)
+                used.update(x.id for x in walk(part) if isinstance(x, Name))
     lines = [prototype(fn), "{"]
     for p in fn.params:
         if p not in used:

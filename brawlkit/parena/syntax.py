@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from brawlkit.parena.errors import ParenaError
@@ -128,6 +129,19 @@ class Binary(Node):
 class Call(Node):
     func: str
     args: list[Node]
+
+
+def walk(n: Node) -> Iterator[Node]:
+    """Every node of the expression ``n``, itself first (pre-order)."""
+    yield n
+    if isinstance(n, Unary):
+        yield from walk(n.operand)
+    elif isinstance(n, Binary):
+        yield from walk(n.left)
+        yield from walk(n.right)
+    elif isinstance(n, Call):
+        for a in n.args:
+            yield from walk(a)
 
 
 @dataclass(slots=True)
