@@ -3,7 +3,7 @@
 Each sub-command lives in its own module exposing ``main(argv) -> int``; this
 file only routes, importing the module on demand so ``--help`` and light
 commands never pay for torch.  ``--json`` commands print one JSON object on
-the last line of stdout.
+the last line of stdout.  docs/cli.md documents every command.
 """
 
 from __future__ import annotations
@@ -13,17 +13,17 @@ import sys
 
 # command -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "train": ("brawlkit.train", "train one league role with PPO over real packets"),
-    "eval": ("brawlkit.evaluate", "play a checkpoint against an opponent, print win/draw/loss"),
-    "export": ("brawlkit.export", "export a PPO checkpoint's actor to a .bpw blob"),
-    "parity": ("brawlkit.parity", "C vs Python observation parity over N states"),
+    "train": ("brawlkit.training.cli", "train one league role with PPO over real packets"),
+    "eval": ("brawlkit.training.evaluate", "play a checkpoint against an opponent, print win/draw/loss"),
+    "export": ("brawlkit.export.cli", "export a PPO checkpoint's actor to a .bpw blob"),
+    "parity": ("brawlkit.tools.parity", "C vs Python observation parity over N states"),
     "parena": ("brawlkit.parena.cli", "PARENA decision-language compiler (compile FILE --emit c|py)"),
-    "cputable": ("brawlkit.cputable", "built-in CPU level-vs-level win-rate table"),
+    "cputable": ("brawlkit.tools.cputable", "built-in CPU level-vs-level win-rate table"),
 }
 BENCHES: dict[str, str] = {
-    "env": "brawlkit.bench_env",
-    "native": "brawlkit.bench_native",
-    "train": "brawlkit.bench_train",
+    "env": "brawlkit.bench.env",
+    "native": "brawlkit.bench.native",
+    "train": "brawlkit.bench.train",
 }
 
 USAGE = """usage: python -m brawlkit COMMAND [ARGS...]

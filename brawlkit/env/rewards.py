@@ -10,7 +10,7 @@ needs the step count.
 Reward objects are stateful (streaks, idle timers): give every env its own
 instance — :func:`make_reward` builds a fresh one per call.
 
-Three shapes ship (DESIGN.md §7):
+Three shapes ship (docs/rewards.md):
 
 * ``outcome``  — :class:`OutcomeReward`, tier 1 only.
 * ``tiered``   — :class:`TieredReward`, the five tiers with :class:`TierWeights`
@@ -29,13 +29,13 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from brawlkit.constants import C
-from brawlkit.protocol import PlayerState, Snapshot
+from brawlkit.wire.constants import C
+from brawlkit.wire.protocol import PlayerState, Snapshot
 
 MATCH_TICKS = int(C.BP_MATCH_TICKS)
 TICK_HZ = int(C.BP_TICK_HZ)
 
-#: the tier names :class:`TieredReward` reports, in DESIGN.md §7 order
+#: the tier names :class:`TieredReward` reports, in docs/rewards.md order
 TIERS = ("outcome", "survival", "activity", "time_pressure", "streak")
 
 
@@ -235,7 +235,7 @@ def _alive(p: PlayerState) -> bool:
 
 
 class TieredReward:
-    """The five reward tiers of DESIGN.md §7; every tier's share in the dict.
+    """The five reward tiers of docs/rewards.md; every tier's share in the dict.
 
     * ``outcome``       damage dealt/taken, stocks taken/lost, terminal result.
     * ``survival``      + per second alive on stage, − per second offstage.

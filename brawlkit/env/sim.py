@@ -13,9 +13,9 @@ from __future__ import annotations
 import ctypes
 from functools import lru_cache
 
-from brawlkit.constants import C
-from brawlkit.protocol import NetPlayer
-from brawlkit.server import native_build_dir
+from brawlkit.common.paths import native_path
+from brawlkit.wire.constants import C
+from brawlkit.wire.protocol import NetPlayer
 
 
 class BpInput(ctypes.Structure):
@@ -26,10 +26,7 @@ class BpInput(ctypes.Structure):
 @lru_cache(maxsize=1)
 def lib() -> ctypes.CDLL:
     """Load libbrawlpit.so once, with argument types declared."""
-    path = native_build_dir() / "libbrawlpit.so"
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} not found: build it with `make build` (or `make -C native`)")
-    so = ctypes.CDLL(str(path))
+    so = ctypes.CDLL(str(native_path("libbrawlpit.so")))
     vp = ctypes.c_void_p
     so.bp_sim_create.restype = vp
     so.bp_sim_destroy.argtypes = [vp]

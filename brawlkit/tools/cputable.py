@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import subprocess
 
-from brawlkit.server import native_binary
+from brawlkit.common.paths import native_path
 
 
 def main(argv: list[str] | None = None) -> int:
-    exe = native_binary("brawlpit_cputable")
+    exe = native_path("brawlpit_cputable")
     return subprocess.run([str(exe), *(argv or [])], check=False).returncode

@@ -2,9 +2,11 @@
 
 ``python -m brawlkit eval --checkpoint CKPT.zip --vs cpu:3 --episodes 10 [--json]``
 
-Deterministic play (DESIGN §6): the Gaussian mean, clipped — computed by the
-same numpy actor the exporter writes (``brawlkit.export.NumpyPolicy``), so the
-numbers describe exactly what the native bot would play.  Episodes run on
+Deterministic play (docs/observation.md, "Action"): the Gaussian mean, clipped —
+computed by the same numpy actor the exporter writes
+(:class:`brawlkit.export.actor.NumpyPolicy`), so the numbers describe exactly
+what the native bot would play.  The checkpoint says how it was trained (action
+repeat, input layout); evaluation plays it that way, never at an assumed cadence.  Episodes run on
 several envs at once (all commands sent before any snapshot is read), each
 episode with its own fixed match seed, so an evaluation is reproducible.
 """
@@ -20,38 +22,15 @@ from typing import Any
 
 import numpy as np
 
+from brawlkit.common.threads import limit_threads
+from brawlkit.env import BrawlpitEnv
+from brawlkit.env.actions import N_PATTERNS, action_patterns, spam_fraction
+from brawlkit.env.observation import check_input_layout
+from brawlkit.env.rewards import OutcomeReward
+from brawlkit.export.actor import NumpyPolicy, checkpoint_meta, load_sb3_policy
+from brawlkit.export.bpw import PolicyMeta
+
 PolicyFn = Callable[[np.ndarray], np.ndarray]
-
-#: stick dead zone used only for *classifying* actions into patterns
-PATTERN_STICK_DEADZONE = 0.3
-
-
-def action_patterns(actions: np.ndarray) -> np.ndarray:
-    """Discretise actions (N, 6) into pattern ids 0..143.
-
-    Pattern = (stick_x ∈ {−,0,+}, stick_y ∈ {−,0,+}, the four button bits):
-    what the game can tell apart, ignoring analog detail.
-    """
-    a = np.asarray(actions, dtype=np.float32).reshape(-1, 6)
-    sx = np.digitize(a[:, 0], (-PATTERN_STICK_DEADZONE, PATTERN_STICK_DEADZONE))
-    sy = np.digitize(a[:, 1], (-PATTERN_STICK_DEADZONE, PATTERN_STICK_DEADZONE))
-    bits = (a[:, 2:6] > 0).astype(np.int64) @ np.array([1, 2, 4, 8])
-    return (sx * 3 + sy) * 16 + bits
-
-
-def spam_fraction(pattern_counts: np.ndarray | dict[int, int]) -> float:
-    """Share of an episode spent on its single most-used action pattern."""
-    vals = np.fromiter(pattern_counts.values(), float) if isinstance(pattern_counts, dict) \
-        else np.asarray(pattern_counts, float)
-    total = vals.sum()
-    return float(vals.max() / total) if total > 0 else 0.0
-
-
-def numpy_actor(policy: Any) -> PolicyFn:
-    """Deterministic numpy actor of an SB3 policy (the exporter's own path)."""
-    from brawlkit.export import NumpyPolicy, actor_layers, pack_bpw
-
-    return NumpyPolicy(pack_bpw(actor_layers(policy)))
 
 
 def play_episodes(
@@ -69,16 +48,11 @@ def play_episodes(
     lets a trainer reuse long-lived eval envs; otherwise ``n_envs`` temporary
     :class:`~brawlkit.env.BrawlpitEnv` are started and closed.
     """
-    from brawlkit.env import BrawlpitEnv
-    from brawlkit.rewards import OutcomeReward
-
     own = envs is None
     if envs is None:
-        from brawlkit.server import auto_spin_us
-
         n = max(1, min(n_envs, episodes))
-        kw = {"server_spin_us": auto_spin_us(n), **(env_kwargs or {})}
-        envs = [BrawlpitEnv(opponent=opponent, reward=OutcomeReward(), **kw) for _ in range(n)]
+        envs = [BrawlpitEnv(opponent=opponent, reward=OutcomeReward(), parallel=n,
+                            **(env_kwargs or {})) for _ in range(n)]
     results: list[dict[str, Any]] = []
     try:
         queue = list(range(episodes))
@@ -89,7 +63,7 @@ def play_episodes(
         def start(i: int) -> None:
             j = queue.pop(0)
             o, _ = envs[i].reset(seed=seed + j, options={"opponent": opponent})
-            obs[i], counts[i], steps[i] = o, np.zeros(144, np.int64), 0
+            obs[i], counts[i], steps[i] = o, np.zeros(N_PATTERNS, np.int64), 0
 
         for i in range(len(envs)):
             if queue:
@@ -143,22 +117,36 @@ def summarize(results: list[dict[str, Any]], opponent: str) -> dict[str, Any]:
     }
 
 
-def load_policy(checkpoint: str | Path) -> PolicyFn:
-    from brawlkit.export import load_sb3_policy
+def evaluate_model(model: Any, levels: Sequence[int], episodes: int, envs: Sequence[Any],
+                   meta: PolicyMeta, seed: int = 1_000_000) -> dict[str, dict[str, Any]]:
+    """Deterministic policy of a live SB3 model vs each CPU level (same match seeds every call)."""
+    actor = NumpyPolicy.from_sb3(model.policy, meta)
+    return {f"cpu_{lv}": play_episodes(actor, f"cpu:{lv}", episodes, seed + 1000 * lv, envs=envs)
+            for lv in levels}
 
-    return numpy_actor(load_sb3_policy(checkpoint))
+
+def load_policy(checkpoint: str | Path) -> NumpyPolicy:
+    """The deterministic numpy actor of a checkpoint, carrying how it was trained.
+
+    Refuses a checkpoint whose policy input layout this env cannot build.
+    """
+    meta = checkpoint_meta(checkpoint)
+    check_input_layout(meta.input_layout, str(checkpoint))
+    return NumpyPolicy.from_sb3(load_sb3_policy(checkpoint), meta)
 
 
 def evaluate(
     checkpoint: str | Path, vs: str = "cpu:3", episodes: int = 10, seed: int = 0, n_envs: int = 2
 ) -> dict[str, Any]:
-    """Win / draw / loss rates of ``checkpoint`` (an SB3 zip) against ``vs``."""
-    from brawlkit.vecenv import limit_threads
-
+    """Win / draw / loss rates of ``checkpoint`` (an SB3 zip) against ``vs``,
+    played at the action repeat it was trained with."""
     limit_threads()
-    res = play_episodes(load_policy(checkpoint), vs, episodes, seed, n_envs=n_envs)
+    policy = load_policy(checkpoint)
+    res = play_episodes(policy, vs, episodes, seed, n_envs=n_envs,
+                        env_kwargs={"action_repeat": policy.meta.action_repeat})
     res["checkpoint"] = str(checkpoint)
     res["seed"] = seed
+    res["action_repeat"] = policy.meta.action_repeat
     return res
 
 
@@ -182,7 +170,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(res))
     else:
-        print(f"{res['checkpoint']} vs {res['vs']}: {res['episodes']} episodes  "
+        print(f"{res['checkpoint']} (action repeat {res['action_repeat']}) vs {res['vs']}: "
+              f"{res['episodes']} episodes  "
               f"win {res['win_rate']:.2f}  draw {res['draw_rate']:.2f}  loss {res['loss_rate']:.2f}  "
               f"(mean stock diff {res['mean_stock_diff']:+.2f}, spam {res['spam_fraction']:.2f})")
     return 0

@@ -4,7 +4,7 @@ Measured side by side in one run, with the same random actions:
 
 * ``udp_lockstep``: BrawlpitEnv over UDP against a lockstep server (CPU level 3),
   the server busy-polling between steps as it does when a core is spare
-  (``auto_spin_us``); ``udp_lockstep_nospin``: the same with a server that
+  (``spin_rule``); ``udp_lockstep_nospin``: the same with a server that
   blocks (what it does when every core is busy).
 * ``udp_fastforward``: the same against a free-running server (``--speed``).
 * ``inprocess``: the same simulation through ``libbrawlpit.so`` (ctypes), the
@@ -12,8 +12,9 @@ Measured side by side in one run, with the same random actions:
 
 The headline is ``ratio_udp_lockstep_vs_inprocess`` (>= 0.5 means the UDP path
 costs no more than the simulation and observation themselves).  Absolute
-rates on shared machines are noise; ratios measured in the same run are not.
-A cProfile of the UDP loop says where its time goes.
+rates on shared machines are noise; ratios measured in the same run are not
+(docs/benchmarks.md).  ``--profile`` adds a cProfile of the UDP loop: where
+its time goes.
 """
 
 from __future__ import annotations
@@ -29,22 +30,22 @@ from typing import Any
 
 import numpy as np
 
-from brawlkit.env import BrawlpitEnv, _decode
-from brawlkit.observation import build_observation
-from brawlkit.protocol import parse_snapshot
-from brawlkit.server import auto_spin_us
-from brawlkit.sim import InProcessMatch
+from brawlkit.env import BrawlpitEnv
+from brawlkit.env.actions import ACT_DIM, decode_action
+from brawlkit.env.observation import build_observation
+from brawlkit.env.sim import InProcessMatch
+from brawlkit.wire.protocol import parse_snapshot
+from brawlkit.wire.server import spin_rule
 
 
 def _actions(n: int, seed: int) -> np.ndarray:
-    return np.random.default_rng(seed).uniform(-1, 1, size=(n, 6)).astype(np.float32)
+    return np.random.default_rng(seed).uniform(-1, 1, size=(n, ACT_DIM)).astype(np.float32)
 
 
 def bench_udp(mode: str, steps: int, seed: int, speed: float = 200.0,
               profile: bool = False, spin_us: int = 0) -> tuple[float, str]:
     acts = _actions(steps, seed)
-    env = BrawlpitEnv(mode=mode, opponent="cpu:3", speed=speed, seed=seed,
-                      server_spin_us=spin_us if mode == "lockstep" else 0)
+    env = BrawlpitEnv(mode=mode, opponent="cpu:3", speed=speed, seed=seed, server_spin_us=spin_us)
     try:
         env.reset(seed=seed)
         for a in acts[:50]:  # warm-up
@@ -79,7 +80,8 @@ def bench_parts(n: int = 5000, seed: int = 0) -> dict[str, float]:
     transport + server wake-up cost, no simulation.  ``parse`` and
     ``observation``: decoding the 92 bytes and building the 31 values.
     """
-    env = BrawlpitEnv(mode="lockstep", opponent="cpu:3", seed=seed)  # blocking server: worst case
+    env = BrawlpitEnv(mode="lockstep", opponent="cpu:3", seed=seed,
+                      server_spin_us=0)  # blocking server: the worst case
     try:
         env.reset(seed=seed)
         for a in _actions(20, seed):
@@ -115,7 +117,7 @@ def bench_inprocess(steps: int, seed: int, repeat: int = 4) -> float:
     try:
         t0 = time.perf_counter()
         for a in acts:
-            sx, sy, b = _decode(a)
+            sx, sy, b = decode_action(a)
             snap = parse_snapshot(m.step(sx, sy, b, repeat))
             build_observation(snap, 0)
             if m.over:
@@ -125,9 +127,9 @@ def bench_inprocess(steps: int, seed: int, repeat: int = 4) -> float:
         m.close()
 
 
-def run(steps: int = 5000, seed: int = 0, profile: bool = True,
+def run(steps: int = 5000, seed: int = 0, profile: bool = False,
         ff_speed: float = 200.0) -> dict[str, Any]:
-    spin = auto_spin_us(1)
+    spin = spin_rule(1)
     inproc = bench_inprocess(steps, seed)
     lock, prof_text = bench_udp("lockstep", steps, seed, spin_us=spin)
     lock_block, _ = bench_udp("lockstep", steps, seed, spin_us=0)
@@ -161,13 +163,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ff-speed", type=float, default=200.0,
                     help="fastforward server speed (x real time); far above what the client "
                          "can drain, the server floods it and both slow down")
-    ap.add_argument("--no-profile", action="store_true", help="skip the cProfile pass")
+    ap.add_argument("--profile", action="store_true",
+                    help="also print a cProfile of the UDP lockstep loop (before the JSON line)")
     ap.add_argument("--json", action="store_true", help="one JSON object on the last line")
     args = ap.parse_args(argv)
     if args.steps < 100:
         ap.error("--steps must be >= 100 for a meaningful rate")
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    res = run(args.steps, args.seed, profile=not args.no_profile, ff_speed=args.ff_speed)
+    res = run(args.steps, args.seed, profile=args.profile, ff_speed=args.ff_speed)
     prof = res.pop("profile")
     print(f"{'path':<28}{'steps/s':>12}{'us/step':>10}")
     for key in ("inprocess", "udp_lockstep", "udp_lockstep_nospin", "udp_fastforward"):

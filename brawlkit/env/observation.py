@@ -1,8 +1,8 @@
-"""The 31-dim observation (DESIGN.md §4, normative) — twin of ``native/src/obs.c``.
+"""The 31-value observation (docs/observation.md) — twin of ``native/src/obs.c``.
 
 Both builders take the two ``NetPlayer`` structs of one SNAPSHOT and the match
 clock, and produce the same 31 float32 values *bit for bit* (the parity check,
-``brawlkit.parity`` / ``make -C native check``, holds them to 1e-6 and in
+``python -m brawlkit parity`` / ``make check``, holds them to 1e-6 and in
 practice finds 0.0).  To make that possible the arithmetic is pinned down here;
 ``obs.c`` repeats it line by line.  Change one, change the other, in the same
 commit.
@@ -79,16 +79,18 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from brawlkit.constants import C
 from brawlkit.parena import load_stdlib_module
-from brawlkit.protocol import PlayerState, Snapshot, parse_snapshot
+from brawlkit.wire.constants import C
+from brawlkit.wire.protocol import PlayerState, Snapshot, parse_snapshot
 
 OBS_DIM: int = int(C.BP_OBS_DIM)
+#: every value is clipped to [-OBS_BOUND, OBS_BOUND]
+OBS_BOUND = 1.0
 _COMMANDER = load_stdlib_module("brawlpit/commander_mod.prn")  # compiled once per process
-#: the ``posture`` labels of commander_mod.prn, in one-hot order (DESIGN §4 fixes this order)
+#: the ``posture`` labels of commander_mod.prn, in one-hot order (docs/observation.md fixes this order)
 POSTURES: tuple[str, ...] = _COMMANDER.label_sets["posture"]
 if POSTURES != ("neutral", "aggressive", "patient", "edgeguard", "recover"):
-    raise ImportError(f"commander_mod.prn posture labels {POSTURES} differ from DESIGN §4's order")
+    raise ImportError(f"commander_mod.prn posture labels {POSTURES} differ from docs/observation.md's order")
 POSTURE_NEUTRAL, POSTURE_AGGRESSIVE, POSTURE_PATIENT, POSTURE_EDGEGUARD, POSTURE_RECOVER = range(5)
 POSTURE_OFFSET: int = int(C.BP_OBS_POSTURE_OFFSET)
 assert POSTURE_OFFSET == 16 and len(POSTURES) == C.BP_POSTURE_COUNT  # the append order below
@@ -230,7 +232,7 @@ def build_observation_from_players(
 
 
 def build_observation(snap: bytes | Snapshot, slot: int) -> np.ndarray:
-    """31 float32 (DESIGN §4) from a SNAPSHOT's bytes or a parsed Snapshot, as seen by ``slot``."""
+    """31 float32 (docs/observation.md) from a SNAPSHOT's bytes or a parsed Snapshot, as seen by ``slot``."""
     if slot not in (0, 1):
         raise ValueError(f"slot must be 0 or 1, got {slot!r}")
     if not isinstance(snap, Snapshot):
@@ -248,3 +250,20 @@ def build_observations(snaps: Sequence[bytes | Snapshot], slots: Sequence[int]) 
     for i, (s, slot) in enumerate(zip(snaps, slots, strict=True)):
         out[i] = build_observation(s, slot)
     return out
+
+
+# ----------------------------------------------------------------- policy input layouts
+#: the policy input this module builds: layout 1 = exactly the 31-value observation
+#: (docs/observation.md "Policy input layouts"); a .bpw blob and a checkpoint record it
+INPUT_LAYOUT: int = int(C.BP_INPUT_LAYOUT_OBS)
+INPUT_LAYOUTS: dict[int, int] = {INPUT_LAYOUT: OBS_DIM}
+"""known layouts -> their input size"""
+
+
+def check_input_layout(layout: int, what: str = "policy") -> int:
+    """The input size of ``layout``, or a ValueError naming the layout ``what`` was trained with."""
+    if layout not in INPUT_LAYOUTS:
+        raise ValueError(
+            f"{what} was trained with policy input layout {layout}; this brawlkit builds "
+            f"layout(s) {sorted(INPUT_LAYOUTS)} (docs/observation.md, 'Policy input layouts')")
+    return INPUT_LAYOUTS[layout]

@@ -29,52 +29,37 @@ import weakref
 from collections.abc import Sequence
 from pathlib import Path
 
-from brawlkit.constants import repo_root
+from brawlkit.common.paths import native_path
 
 MODES = ("lockstep", "fastforward", "realtime")
 _LISTEN = re.compile(rb"^listening (\d+)\s*$")
 _PR_SET_PDEATHSIG = 1
 
 
-#: lockstep server busy-poll window when a core is spare (see auto_spin_us)
+#: lockstep server busy-poll window when a core is spare (see spin_rule)
 DEFAULT_SPIN_US = 2000
 
 
-def auto_spin_us(n_servers: int) -> int:
-    """Server busy-poll window for ``n_servers`` lockstep servers stepped together.
+def spin_rule(parallel: int) -> int:
+    """Busy-poll window (``--spin-us``) of a lockstep server stepped with ``parallel - 1`` others.
 
     Spinning keeps a server awake between a snapshot and the next command, which
     saves the wake-up that dominates a lockstep round trip (measured on the
     2-core VM: PPO at n_envs 1 went from 0.64 to 0.83 of the zero-cost-env rate).
     It only pays while the spinning servers leave the trainer a core of its own:
     two spinning servers on two cores starve the trainer (0.62 -> 0.22).  So:
-    spin when ``n_servers < cpu_count``, else block.  ``BRAWLKIT_SERVER_SPIN_US``
-    overrides (0 disables).
+    spin when ``parallel < usable cores``, else block.  ``BRAWLKIT_SERVER_SPIN_US``
+    overrides (0 disables).  :class:`ServerProcess` applies it; nothing else should.
     """
     env = os.environ.get("BRAWLKIT_SERVER_SPIN_US")
     if env is not None:
         return max(0, int(env))
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return DEFAULT_SPIN_US if n_servers < cores else 0
+    return DEFAULT_SPIN_US if parallel < cores else 0
 
 
 class ServerError(RuntimeError):
     """The game server could not be started, or died while in use."""
-
-
-def native_build_dir() -> Path:
-    return Path(os.environ.get("BRAWLKIT_NATIVE_BUILD", repo_root() / "native" / "build"))
-
-
-def native_binary(name: str) -> Path:
-    """Path of a native program, or a FileNotFoundError that says how to build it."""
-    path = native_build_dir() / name
-    if not path.is_file() or not os.access(path, os.X_OK):
-        raise FileNotFoundError(
-            f"{path} not found: build the native code first with `make build` "
-            f"(or `make -C native`) from {repo_root()}"
-        )
-    return path
 
 
 def _set_pdeathsig() -> None:  # runs in the child between fork and exec
@@ -97,6 +82,10 @@ def _close_all() -> None:
 class ServerProcess:
     """One ``brawlpit_server`` child process.
 
+    ``spin_us``: the lockstep server's busy-poll window; None decides it by
+    :func:`spin_rule` from ``parallel``, the number of servers that will be
+    stepped together (0 always blocks).
+
     >>> with ServerProcess(mode="lockstep", cpu_level=3) as srv:
     ...     srv.address  # ('127.0.0.1', 40213)
     """
@@ -110,7 +99,8 @@ class ServerProcess:
         seed: int | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
-        spin_us: int = 0,
+        spin_us: int | None = None,
+        parallel: int = 1,
         extra_args: Sequence[str] = (),
         start_timeout: float = 10.0,
         binary: str | os.PathLike[str] | None = None,
@@ -119,7 +109,12 @@ class ServerProcess:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         self.mode = mode
         self.host = host
-        self.binary = Path(binary) if binary else native_binary("brawlpit_server")
+        self.binary = Path(binary) if binary else native_path("brawlpit_server")
+        if mode != "lockstep":
+            spin_us = 0  # the free-running modes never wait for a command
+        elif spin_us is None:
+            spin_us = spin_rule(parallel)
+        self.spin_us = int(spin_us)
         args = [str(self.binary), "--host", host, "--port", str(port), "--mode", mode]
         if speed is not None:
             args += ["--speed", repr(float(speed))]
@@ -127,8 +122,8 @@ class ServerProcess:
             args += ["--cpu-level", str(int(cpu_level))]
         if seed is not None:
             args += ["--seed", str(int(seed))]
-        if spin_us:
-            args += ["--spin-us", str(int(spin_us))]
+        if self.spin_us:
+            args += ["--spin-us", str(self.spin_us)]
         args += list(extra_args)
         self.args = args
         self.port: int = -1
@@ -277,16 +272,3 @@ def parse_stats_line(text: bytes | str) -> dict[str, int]:
         if v.lstrip("-").isdigit():
             out[k] = int(v)
     return out
-
-
-def start_servers(n: int, **kwargs: object) -> list[ServerProcess]:
-    """Spawn ``n`` servers at once, then wait for all: start-up overlaps."""
-    procs = [ServerProcess(**kwargs) for _ in range(n)]  # type: ignore[arg-type]
-    try:
-        for p in procs:
-            p.wait_ready()
-    except BaseException:
-        for p in procs:
-            p.close()
-        raise
-    return procs

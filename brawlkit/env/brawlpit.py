@@ -5,7 +5,7 @@ observation is built from the literal SNAPSHOT datagram the C server
 broadcasts.  Nothing in between reads the simulation's memory, so a trained
 policy is a drop-in bot for the real protocol.
 
-Timing model (DESIGN §3):
+Timing model (docs/protocol.md, "Modes"):
 
 * ``lockstep`` (default): each step sends one CMD covering ``action_repeat``
   ticks; the server advances exactly those ticks and answers with one
@@ -19,18 +19,17 @@ Timing model (DESIGN §3):
   count.
 
 Waiting: a short busy-poll with ``MSG_DONTWAIT`` before falling back to
-``select`` — the round trip costs the process wake-up, not the network (DESIGN
-§12: ~26 µs polled against ~115 µs blocking).  While waiting, a dead server is
-noticed within ~0.1 s and reported with its log tail; lost datagrams in
-lockstep are recovered by re-sending the (idempotent) command.
+``select`` — the round trip costs the process wake-up, not the network
+(docs/benchmarks.md, "Calibration": ~26 µs polled against ~115 µs blocking).
+While waiting, a dead server is noticed within ~0.1 s and reported with its
+log tail; lost datagrams in lockstep are recovered by re-sending the
+(idempotent) command.
 """
 
 from __future__ import annotations
 
 import os
 import select
-import socket
-import struct
 import time
 from collections.abc import Callable
 from typing import Any
@@ -38,25 +37,16 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from brawlkit import protocol as P
-from brawlkit.constants import C
-from brawlkit.export import decode_action
-from brawlkit.observation import build_observation
-from brawlkit.protocol import Snapshot
-from brawlkit.rewards import OutcomeReward, RewardFn, match_outcome
-from brawlkit.server import ServerError, ServerProcess
+from brawlkit.env.actions import ACT_DIM, NEUTRAL, Decoded, decode_action
+from brawlkit.env.client import UdpClient
+from brawlkit.env.observation import OBS_BOUND, OBS_DIM, build_observation
+from brawlkit.env.rewards import OutcomeReward, RewardFn, match_outcome
+from brawlkit.wire import protocol as P
+from brawlkit.wire.constants import C
+from brawlkit.wire.protocol import Snapshot, snapshot_or_none
+from brawlkit.wire.server import MODES, ServerError, ServerProcess
 
 Opponent = str | Callable[[np.ndarray], np.ndarray] | None
-OpponentSpec = Opponent
-
-_HELLO = struct.Struct("<HBBII BBBBI")
-_RESET = struct.Struct("<HBBII IIBBBB")
-_BYE = struct.Struct("<HBBII I")
-_MODE_IDS = {"realtime": C.BP_MODE_REALTIME, "fastforward": C.BP_MODE_FASTFORWARD,
-             "lockstep": C.BP_MODE_LOCKSTEP}
-OBS_BOUND = 1.0  # every value of DESIGN §4 is clipped to [-1, 1]
-Decoded = tuple[float, float, int]
-_NEUTRAL: Decoded = (0.0, 0.0, 0)
 
 
 class EnvError(RuntimeError):
@@ -88,46 +78,6 @@ def parse_opponent(spec: Opponent) -> tuple[int, Callable[[np.ndarray], np.ndarr
     )
 
 
-_decode = decode_action  # the one Python home of DESIGN §6 (numpy-only module)
-
-
-class _Client:
-    """One UDP client of the server (one joined slot)."""
-
-    def __init__(self, address: tuple[str, int], poll_us: float) -> None:
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
-        self.sock.connect(address)
-        self.fd = self.sock.fileno()
-        self.seq = 0
-        self.cmd_seq = 0
-        self.session = 0
-        self.slot = -1
-        self.poll_s = poll_us * 1e-6
-        self.last_cmds: list[bytes] = []
-
-    def send(self, data: bytes) -> None:
-        self.seq += 1
-        try:
-            self.sock.send(data)
-        except ConnectionRefusedError:
-            pass  # an ICMP from an earlier datagram; the waiting side reports a dead server
-
-    def next_seq(self) -> int:
-        return self.seq + 1
-
-    def recv_nowait(self) -> bytes | None:
-        try:
-            return self.sock.recv(256, socket.MSG_DONTWAIT)
-        except (BlockingIOError, InterruptedError):
-            return None
-        except ConnectionRefusedError:
-            return None
-
-    def close(self) -> None:
-        self.sock.close()
-
-
 class BrawlpitEnv(gym.Env[np.ndarray, np.ndarray]):
     """BRAWLPIT over real UDP: slot 0 is the policy, slot 1 the opponent.
 
@@ -146,10 +96,10 @@ class BrawlpitEnv(gym.Env[np.ndarray, np.ndarray]):
         server_address: join an already running server instead of starting one.
         recv_timeout: seconds without an answer before raising :class:`EnvError`.
         poll_us: how long the client busy-polls for a snapshot before blocking.
-        server_spin_us: how long the lockstep server busy-polls for the next
-            command before blocking (``--spin-us``): faster steps for a core of
-            CPU; worth it only while a core is spare, see
-            :func:`brawlkit.server.auto_spin_us`.  0 = always block.
+        parallel: how many envs (servers) are stepped together with this one;
+            the server decides its busy-poll window from it
+            (:func:`brawlkit.wire.server.spin_rule`).
+        server_spin_us: override that window (``--spin-us``; 0 = always block).
     """
 
     metadata = {"render_modes": []}
@@ -168,11 +118,12 @@ class BrawlpitEnv(gym.Env[np.ndarray, np.ndarray]):
         server_address: tuple[str, int] | None = None,
         recv_timeout: float = 5.0,
         poll_us: float = 200.0,
-        server_spin_us: int = 0,
+        parallel: int = 1,
+        server_spin_us: int | None = None,
     ) -> None:
         super().__init__()
-        if mode not in _MODE_IDS:
-            raise ValueError(f"mode must be one of {sorted(_MODE_IDS)}, got {mode!r}")
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         if not 1 <= action_repeat <= C.BP_MAX_REPEAT:
             raise ValueError(f"action_repeat must be in 1..{C.BP_MAX_REPEAT}, got {action_repeat}")
         if not 0 <= input_delay <= C.BP_MAX_CMD_LEAD // 2:
@@ -192,8 +143,8 @@ class BrawlpitEnv(gym.Env[np.ndarray, np.ndarray]):
         self._default_opponent = opponent
         self._seed_base = seed
 
-        self.observation_space = gym.spaces.Box(-OBS_BOUND, OBS_BOUND, (C.BP_OBS_DIM,), np.float32)
-        self.action_space = gym.spaces.Box(-1.0, 1.0, (C.BP_ACT_DIM,), np.float32)
+        self.observation_space = gym.spaces.Box(-OBS_BOUND, OBS_BOUND, (OBS_DIM,), np.float32)
+        self.action_space = gym.spaces.Box(-1.0, 1.0, (ACT_DIM,), np.float32)
 
         self.server: ServerProcess | None = None
         if server_address is None:
@@ -202,15 +153,16 @@ class BrawlpitEnv(gym.Env[np.ndarray, np.ndarray]):
                 mode=mode,
                 speed=speed if mode == "fastforward" else None,
                 cpu_level=cpu if cpu not in (C.BP_CPU_NONE, C.BP_CPU_KEEP) else None,
-                spin_us=server_spin_us if mode == "lockstep" else 0,
+                spin_us=server_spin_us,
+                parallel=parallel,
             )
             self._address: tuple[str, int] | None = None
             self._cpu_level = cpu if cpu != C.BP_CPU_KEEP else C.BP_CPU_NONE
         else:
             self._address = server_address
             self._cpu_level = -1  # unknown: whatever the external server runs
-        self._me: _Client | None = None
-        self._op: _Client | None = None
+        self._me: UdpClient | None = None
+        self._op: UdpClient | None = None
         self._op_fn: Callable[[np.ndarray], np.ndarray] | None = None
         self._op_label = "none"
         self._snap: Snapshot | None = None
@@ -238,7 +190,7 @@ class BrawlpitEnv(gym.Env[np.ndarray, np.ndarray]):
                 raise EnvError(f"the game server died: {e}") from None
 
     def _wait(
-        self, client: _Client, accept: Callable[[bytes], bool], resend: bytes | list[bytes] | None = None,
+        self, client: UdpClient, accept: Callable[[bytes], bool], resend: bytes | list[bytes] | None = None,
         timeout: float | None = None,
     ) -> bytes:
         """Receive until ``accept(datagram)``; busy-poll first, then select.
@@ -276,7 +228,7 @@ class BrawlpitEnv(gym.Env[np.ndarray, np.ndarray]):
                 )
             select.select([client.fd], [], [], min(0.01, max(0.0, deadline - now)))
 
-    def _join(self, want_slot: int, retries: int = 0) -> _Client:
+    def _join(self, want_slot: int, retries: int = 0) -> UdpClient:
         for attempt in range(retries + 1):
             try:
                 return self._join_once(want_slot)
@@ -286,16 +238,15 @@ class BrawlpitEnv(gym.Env[np.ndarray, np.ndarray]):
                 time.sleep(0.02)
         raise AssertionError("unreachable")
 
-    def _join_once(self, want_slot: int) -> _Client:
-        client = _Client(self.address, self._poll_us)
+    def _join_once(self, want_slot: int) -> UdpClient:
+        client = UdpClient(self.address, self._poll_us)
         nonce = int.from_bytes(os.urandom(4), "little")
-        hello = _HELLO.pack(C.BP_MAGIC, C.BP_PROTO_VERSION, C.BP_PKT_HELLO, client.next_seq(), 0,
-                            want_slot, 0, 0, 0, nonce)
+        hello = P.pack_hello(client.next_seq(), want_slot, nonce)
         client.send(hello)
 
         def accept(d: bytes) -> bool:
             try:
-                hdr = P.parse_header(d)
+                hdr = P.validate_datagram(d)
             except P.ProtocolError:
                 return False
             if hdr.type == C.BP_PKT_ERROR:
@@ -314,16 +265,14 @@ class BrawlpitEnv(gym.Env[np.ndarray, np.ndarray]):
         self._known_match = w.match_id
         return client
 
-    def _bye(self, client: _Client) -> None:
-        client.send(_BYE.pack(C.BP_MAGIC, C.BP_PROTO_VERSION, C.BP_PKT_BYE, client.next_seq(), 0,
-                              client.session))
+    def _bye(self, client: UdpClient) -> None:
+        client.send(P.pack_bye(client.next_seq(), client.session))
         client.close()
 
     def _send_reset(self, seed: int, cpu_level: int) -> None:
         assert self._me is not None
         me = self._me
-        me.send(_RESET.pack(C.BP_MAGIC, C.BP_PROTO_VERSION, C.BP_PKT_RESET, me.next_seq(), 0,
-                            me.session, seed & 0xFFFFFFFF, cpu_level, 0, 0, 0))
+        me.send(P.pack_reset(me.next_seq(), me.session, seed, cpu_level))
 
     def _reset_match(self, seed: int, cpu_level: int) -> Snapshot:
         """RESET and wait for the new match's first snapshot on every client."""
@@ -332,12 +281,12 @@ class BrawlpitEnv(gym.Env[np.ndarray, np.ndarray]):
         lockstep = self.mode == "lockstep"
 
         def first_of_new_match(d: bytes) -> bool:
-            s = _snapshot_or_none(d)
+            s = snapshot_or_none(d)
             return (s is not None and s.match_id != old and s.phase == C.BP_PHASE_PLAYING
                     and (s.tick == 0 or not lockstep))
 
         self._send_reset(seed, cpu_level)
-        snap = _snapshot_or_none(self._wait(self._me, first_of_new_match))
+        snap = snapshot_or_none(self._wait(self._me, first_of_new_match))
         assert snap is not None
         self._known_match = snap.match_id
         if self._op is not None:  # the opponent client sees the same match start
@@ -377,8 +326,8 @@ class BrawlpitEnv(gym.Env[np.ndarray, np.ndarray]):
         if seed is None and self._seed_base is not None and self._episode == 0:
             match_seed = self._seed_base
         self._snap = self._reset_match(match_seed, cpu_level)
-        self._sched_me = [(0, _NEUTRAL)]
-        self._sched_op = [(0, _NEUTRAL)]
+        self._sched_me = [(0, NEUTRAL)]
+        self._sched_op = [(0, NEUTRAL)]
         self._steps = 0
         self._episode += 1
         self.reward_fn.reset(self._snap, 0)
@@ -396,12 +345,12 @@ class BrawlpitEnv(gym.Env[np.ndarray, np.ndarray]):
             raise EnvError("step_send() twice without step_recv()")
         act = np.asarray(action, dtype=np.float32)
         self._pending = act
-        self._send_cmds(self._me, self._sched_me, _decode(act))
+        self._send_cmds(self._me, self._sched_me, decode_action(act))
         if self._op is not None and self._op_fn is not None:
             op_act = np.asarray(self._op_fn(build_observation(self._snap, 1)), dtype=np.float32)
-            self._send_cmds(self._op, self._sched_op, _decode(op_act))
+            self._send_cmds(self._op, self._sched_op, decode_action(op_act))
 
-    def _send_cmds(self, client: _Client, sched: list[tuple[int, Decoded]], cmd: Decoded) -> None:
+    def _send_cmds(self, client: UdpClient, sched: list[tuple[int, Decoded]], cmd: Decoded) -> None:
         """Send the commands covering this step's ticks.
 
         The action chosen at observation tick T takes effect at T + input_delay;
@@ -464,7 +413,7 @@ class BrawlpitEnv(gym.Env[np.ndarray, np.ndarray]):
             got: list[Snapshot] = []
 
             def accept(d: bytes) -> bool:
-                s = _snapshot_or_none(d)
+                s = snapshot_or_none(d)
                 if s is None or s.match_id != match_id:
                     return False
                 if s.tick >= target or s.over:
@@ -474,7 +423,7 @@ class BrawlpitEnv(gym.Env[np.ndarray, np.ndarray]):
 
             self._wait(me, accept, resend=me.last_cmds)
             if self._op is not None:  # keep the opponent's socket drained and in step
-                self._wait(self._op, lambda d: (s := _snapshot_or_none(d)) is not None
+                self._wait(self._op, lambda d: (s := snapshot_or_none(d)) is not None
                            and s.match_id == match_id and (s.tick >= target or s.over),
                            resend=self._op.last_cmds)
             return got[-1]
@@ -482,7 +431,7 @@ class BrawlpitEnv(gym.Env[np.ndarray, np.ndarray]):
         newest: list[Snapshot] = []
 
         def newer(d: bytes) -> bool:
-            s = _snapshot_or_none(d)
+            s = snapshot_or_none(d)
             if s is not None and s.match_id == match_id and (s.tick > prev.tick or s.over):
                 newest.append(s)
                 return True
@@ -494,7 +443,7 @@ class BrawlpitEnv(gym.Env[np.ndarray, np.ndarray]):
         while (d := me.recv_nowait()) is not None:
             backlog.append(d)
         for d in reversed(backlog):
-            s = _snapshot_or_none(d)
+            s = snapshot_or_none(d)
             if s is not None and s.match_id == match_id and s.tick >= newest[-1].tick:
                 newest.append(s)
                 break
@@ -542,10 +491,3 @@ class BrawlpitEnv(gym.Env[np.ndarray, np.ndarray]):
             self.server.remove_log()
 
 
-def _snapshot_or_none(d: bytes) -> Snapshot | None:
-    if len(d) != P.SNAPSHOT_SIZE:
-        return None
-    try:
-        return P.parse_snapshot(d)
-    except P.ProtocolError:
-        return None

@@ -6,9 +6,9 @@ given checkpoint), three implementations side by side:
 - ``c_ns_per_forward``: ``native/build/brawlpit_policy bench`` times many calls in
   C itself (no ctypes/process overhead in the number), best of 5 runs;
   ``c_ref_ns_per_forward`` is the scalar PyTorch-layout path with libm ``tanhf``.
-- ``numpy_ns_per_forward``: :class:`brawlkit.export.NumpyPolicy` on one observation.
-- ``torch_ns_per_forward``: the actor modules (features -> policy_net -> action_net)
-  on a batch-1 tensor, ``torch.set_num_threads(1)``, ``no_grad`` -- the arithmetic
+- ``numpy_ns_per_forward``: :class:`brawlkit.export.actor.NumpyPolicy` on one observation.
+- ``torch_ns_per_forward``: :func:`brawlkit.export.actor.torch_actor_mean` (features ->
+  policy_net -> action_net) on one observation, ``torch.set_num_threads(1)``, ``no_grad`` -- the arithmetic
   ``policy.predict(obs, deterministic=True)`` does; ``torch_predict_ns`` is the whole
   ``predict`` call with its numpy conversions, for reference.
 
@@ -17,7 +17,7 @@ multiply-add as 8-lane FMAs at 2 per cycle, each tanh as ~12 lane ops plus a
 divide (~5 cycles per 8-lane divps).  ``chain_floor_cycles`` is the latency floor
 that keeping every output's summation order imposes: one dependent add (4 cycles)
 per input of each layer, plus the tanh latency, whatever the vector width.
-Ratios matter, absolute times on shared machines are noise (DESIGN §12).
+Ratios matter, absolute times on shared machines are noise (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -32,8 +32,9 @@ from typing import Any
 
 import numpy as np
 
-from brawlkit.constants import repo_root
-from brawlkit.export import ACT_TANH, NumpyPolicy, actor_layers, pack_bpw, parse_bpw
+from brawlkit.common.paths import native_path
+from brawlkit.export.actor import NumpyPolicy, actor_layers, load_sb3_policy, torch_actor_mean
+from brawlkit.export.bpw import ACT_TANH, pack_bpw, parse_bpw
 
 FMA_PER_CYCLE = 2
 LANES = 8
@@ -43,64 +44,13 @@ ADD_LATENCY = 4
 TANH_LATENCY = 45
 
 
-def policy_binary() -> Path:
-    """Path of ``brawlpit_policy``, built with ``native/policy.mk`` if missing."""
-    native = repo_root() / "native"
-    exe = native / "build" / "brawlpit_policy"
-    src = [native / "src" / n for n in ("policy.c", "policy.h", "policy_tool.c")]
-    if not exe.exists() or any(s.stat().st_mtime > exe.stat().st_mtime for s in src):
-        subprocess.run(
-            ["make", "-s", "-C", str(native), "-f", "policy.mk", "build/brawlpit_policy"],
-            check=True,
-        )
-    return exe
+def fresh_policy(seed: int = 0) -> Any:
+    """A freshly initialised SB3 policy of the project's network (no server, no training)."""
+    from brawlkit.env.dummy import ZeroCostEnv
+    from brawlkit.training.config import TrainConfig
+    from brawlkit.training.ppo import build_model
 
-
-def make_model(seed: int = 0, learn_steps: int = 0) -> Any:
-    """A fresh SB3 PPO of the project's policy contract (31 -> 64 tanh -> 64 tanh -> 6
-    actor, Box(-1, 1) spaces, no VecNormalize) on a zero-cost stand-in env; optionally
-    a few ``learn`` steps so the weights move off their initialisation."""
-    import gymnasium as gym
-    import torch
-    from stable_baselines3 import PPO
-
-    class _Spaces(gym.Env):  # type: ignore[misc]
-        observation_space = gym.spaces.Box(-1.0, 1.0, (31,), np.float32)
-        action_space = gym.spaces.Box(-1.0, 1.0, (6,), np.float32)
-
-        def reset(self, *, seed: int | None = None, options: dict | None = None):  # type: ignore[override]
-            return np.zeros(31, np.float32), {}
-
-        def step(self, action):  # type: ignore[override]
-            obs = self.np_random.uniform(-1, 1, 31).astype(np.float32)
-            return obs, float(np.asarray(action)[0]), False, False, {}
-
-    model = PPO(
-        "MlpPolicy",
-        _Spaces(),
-        seed=seed,
-        device="cpu",
-        n_steps=64,
-        batch_size=32,
-        n_epochs=2,
-        policy_kwargs=dict(net_arch=dict(pi=[64, 64], vf=[64, 64]), activation_fn=torch.nn.Tanh),
-    )
-    if learn_steps:
-        model.learn(learn_steps)
-    return model
-
-
-def make_policy(seed: int = 0) -> Any:
-    """The policy of :func:`make_model` (random initialisation)."""
-    return make_model(seed).policy
-
-
-def make_checkpoint(path: str | Path, seed: int = 0, learn_steps: int = 128) -> Path:
-    """Save a tiny PPO checkpoint zip (for notebooks and tests that run standalone)."""
-    model = make_model(seed, learn_steps)
-    model.save(str(path))
-    p = Path(path)
-    return p if p.suffix == ".zip" else p.with_name(p.name + ".zip")
+    return build_model(TrainConfig(seed=seed, n_envs=1), ZeroCostEnv()).policy
 
 
 def _best_ns(fn: Any, n: int, repeats: int = 3) -> float:
@@ -133,9 +83,7 @@ def run(json_out: bool = False, checkpoint: str | None = None, n_c: int = 200_00
     """Measure C / numpy / torch forward on the same weights; print a table (+ JSON line)."""
     import torch
 
-    from brawlkit.export import load_sb3_policy
-
-    policy = load_sb3_policy(checkpoint) if checkpoint else make_policy()
+    policy = load_sb3_policy(checkpoint) if checkpoint else fresh_policy()
     policy.set_training_mode(False)
     raw = pack_bpw(actor_layers(policy))
     bpw = parse_bpw(raw)
@@ -143,7 +91,7 @@ def run(json_out: bool = False, checkpoint: str | None = None, n_c: int = 200_00
     rng = np.random.default_rng(0)
     obs = rng.uniform(-1, 1, (1000, bpw.obs_dim)).astype(np.float32)
 
-    exe = policy_binary()
+    exe = native_path("brawlpit_policy")
     with tempfile.TemporaryDirectory() as td:
         blob = Path(td) / "bench.bpw"
         blob.write_bytes(raw)
@@ -163,18 +111,14 @@ def run(json_out: bool = False, checkpoint: str | None = None, n_c: int = 200_00
     old_threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        with torch.no_grad():
-            t_in = torch.as_tensor(obs)
-            feats = policy.extract_features(t_in, policy.pi_features_extractor)
-            t_out = policy.action_net(policy.mlp_extractor.forward_actor(feats)).numpy()
-            x1 = torch.as_tensor(obs[:1])
+        t_out = torch_actor_mean(policy, obs)
+        x1 = obs[:1]
 
-            def torch_fwd() -> None:
-                f = policy.extract_features(x1, policy.pi_features_extractor)
-                policy.action_net(policy.mlp_extractor.forward_actor(f))
+        def torch_fwd() -> None:
+            torch_actor_mean(policy, x1)
 
-            torch_fwd()
-            torch_ns = _best_ns(torch_fwd, 2000)
+        torch_fwd()
+        torch_ns = _best_ns(torch_fwd, 2000)
         o1 = obs[0]
         policy.predict(o1, deterministic=True)
         predict_ns = _best_ns(lambda: policy.predict(o1, deterministic=True), 500)

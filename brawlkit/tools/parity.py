@@ -1,4 +1,4 @@
-"""C-vs-Python observation parity (DESIGN §4): ``python -m brawlkit.parity --states N``.
+"""C-vs-Python observation parity (docs/observation.md): ``python -m brawlkit parity --states N``.
 
 Generates N snapshot states — named edge cases first (both offstage, zero
 distance, zero relative velocity, max damage, zero stocks, outside the blast
@@ -15,7 +15,8 @@ and the posture one-hot blocks are identical; a NaN on either side (e.g. a
 dimension the C builder never wrote) counts as an infinite difference.
 
 ``main`` prints a per-dimension table and, last, one JSON line; it exits 1 on
-any mismatch (that is what ``make -C native check-obs`` relies on).
+any mismatch (that is what ``make check`` relies on).  It never builds: the
+C tool comes from the native build (``make build``).
 """
 
 from __future__ import annotations
@@ -25,25 +26,23 @@ import json
 import math
 import os
 import random
-import struct
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from brawlkit.constants import C, repo_root
-from brawlkit.observation import OBS_DIM, OBS_NAMES, POSTURE_OFFSET, POSTURES, build_observation
+from brawlkit.common.paths import native_path
+from brawlkit.env.observation import OBS_DIM, OBS_NAMES, POSTURE_OFFSET, POSTURES, build_observation
+from brawlkit.wire.constants import C
+from brawlkit.wire.protocol import SNAPSHOT_SIZE, pack_snapshot
 
 TOLERANCE = 1e-6
-RECORD_SIZE = 96
-_HDR = struct.Struct("<HBBII")
-_MATCH = struct.Struct("<IIBBBBI")
-_PLAYER = struct.Struct("<ffffffBbBBHBB")
-assert _HDR.size + _MATCH.size + 2 * _PLAYER.size == 92
+#: one record of the C tool's input: u8 slot, 3 zero bytes, one SNAPSHOT datagram
+RECORD_SIZE = 4 + SNAPSHOT_SIZE
 
 
 @dataclass(frozen=True)
@@ -63,18 +62,14 @@ class P:
     hitstun_ticks: int = 0
     jumps_left: int = 2
 
-    def pack(self, slot: int) -> bytes:
-        return _PLAYER.pack(self.x, self.y, self.vx, self.vy, self.damage, self.shield,
-                            self.stocks, self.facing, self.flags, self.action_state,
-                            self.hitstun_ticks, self.jumps_left, slot)
+    def fields(self, slot: int) -> tuple[Any, ...]:
+        """The ``NetPlayer`` field values in wire order, for ``slot``."""
+        return (*astuple(self), slot)
 
 
 def snapshot_bytes(p0: P, p1: P, ticks_left: int, tick: int = 0, seq: int = 0) -> bytes:
     """A well-formed SNAPSHOT datagram with the two fighters and the clock."""
-    return (_HDR.pack(C.BP_MAGIC, C.BP_PROTO_VERSION, C.BP_PKT_SNAPSHOT, seq, tick)
-            + _MATCH.pack(1, ticks_left & 0xFFFFFFFF, C.BP_PHASE_PLAYING, C.BP_WINNER_NONE, 2,
-                          C.BP_MODE_LOCKSTEP, 0)
-            + p0.pack(0) + p1.pack(1))
+    return pack_snapshot((p0.fields(0), p1.fields(1)), ticks_left=ticks_left, tick=tick, seq=seq)
 
 
 def _f32(x: float) -> float:
@@ -191,11 +186,11 @@ def random_state(rng: random.Random) -> tuple[P, P, int]:
     p0, p1 = random_player(rng), random_player(rng)
     q = rng.random()
     if q < 0.03:  # same spot
-        p1 = P(**{**p1.__dict__, "x": p0.x, "y": p0.y})
+        p1 = replace(p1, x=p0.x, y=p0.y)
     elif q < 0.06:  # same velocity
-        p1 = P(**{**p1.__dict__, "vx": p0.vx, "vy": p0.vy})
+        p1 = replace(p1, vx=p0.vx, vy=p0.vy)
     elif q < 0.08:  # same x
-        p1 = P(**{**p1.__dict__, "x": p0.x})
+        p1 = replace(p1, x=p0.x)
     t = rng.randrange(0, int(C.BP_MATCH_TICKS) + 1)
     return p0, p1, t
 
@@ -220,17 +215,6 @@ def generate(states: int, seed: int = 0) -> tuple[list[bytes], list[int], list[s
         names.append(f"random/{i}")
         i += 1
     return packets, slots, names
-
-
-def default_obs_bin() -> Path:
-    return repo_root() / "native" / "build" / "brawlpit_obs"
-
-
-def build_obs_bin() -> Path:
-    """Build native/build/brawlpit_obs through native/obs.mk (quiet)."""
-    subprocess.run(["make", "-s", "-C", str(repo_root() / "native"), "-f", "obs.mk", "obs",
-                    f"PYTHON={sys.executable}"], check=True, stdout=subprocess.DEVNULL)
-    return default_obs_bin()
 
 
 def c_observations(packets: list[bytes], slots: list[int], obs_bin: Path) -> np.ndarray:
@@ -308,9 +292,7 @@ def run(states: int = 10000, seed: int = 0, json_out: str | os.PathLike[str] | N
     """Generate ``states`` states, run both builders, compare; optionally write JSON."""
     if states < 1:
         raise ValueError("states must be >= 1")
-    path = Path(obs_bin) if obs_bin else default_obs_bin()
-    if obs_bin is None:
-        build_obs_bin()  # make is a no-op when up to date
+    path = Path(obs_bin) if obs_bin else native_path("brawlpit_obs")
     packets, slots, names = generate(states, seed)
     result = compare(c_observations(packets, slots, path), py_observations(packets, slots), names)
     result["seed"] = seed
@@ -336,13 +318,12 @@ def format_table(result: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="brawlkit parity",
-                                 description="C vs Python observation parity (DESIGN §4)")
+                                 description="C vs Python observation parity (docs/observation.md)")
     ap.add_argument("--states", type=int, default=10000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", action="store_true", help="table, then one JSON line (last)")
     ap.add_argument("--json-out", help="also write the full result JSON to this file")
-    ap.add_argument("--obs-bin", help="C tool to test (default native/build/brawlpit_obs, "
-                    "built if needed)")
+    ap.add_argument("--obs-bin", help="C tool to test (default native/build/brawlpit_obs)")
     args = ap.parse_args(argv)
     try:
         result = run(args.states, args.seed, args.json_out, args.obs_bin)

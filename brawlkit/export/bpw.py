@@ -1,22 +1,27 @@
-"""Export an SB3 PPO actor to the native ``.bpw`` blob, read it back, run it in numpy.
+"""The ``.bpw`` native policy blob: write, read, validate, compress (docs/bpw.md).
 
-Why: no game client ships a PyTorch runtime.  The actor (``mlp_extractor.policy_net``
-+ ``action_net``, i.e. the Gaussian mean) is written as a tiny versioned blob that
-``native/src/policy.c`` loads at match start; the numpy forward here is the same
-format run in Python, used by the league for frozen opponents.
+Why: no game client ships a PyTorch runtime.  The actor (the Gaussian mean) is
+written as a tiny versioned blob that ``native/src/policy.c`` loads at match
+start; :class:`brawlkit.export.actor.NumpyPolicy` runs the same blob in Python.
+The blob also says how the policy was trained (action repeat, policy input
+layout, reward preset), so whoever plays it needs no flag to match training.
 
-Raw format (DESIGN.md §10, normative; every integer u32 little-endian, every
-float IEEE-754 binary32 little-endian -- written with explicit ``'<'`` dtypes,
-never the host order)::
+Raw format, version 2 (every integer u32 little-endian, every float IEEE-754
+binary32 little-endian -- written with explicit ``'<'`` dtypes, never the host
+order)::
 
-    header       magic b"BPW1", u32 version (=1), u32 n_layers, u32 obs_dim, u32 act_dim
+    header       magic b"BPW1", u32 version (=2), u32 n_layers, u32 obs_dim, u32 act_dim,
+                 u32 action_repeat, u32 input_layout, char reward[16] (NUL-padded ASCII)
     layer table  n_layers x (u32 in, u32 out, u32 activation)   activation: 0 none, 1 tanh
     payload      per layer: weight out x in float32 row-major (PyTorch's own layout,
                  no transpose), then bias out float32
 
-The file length must equal ``20 + 12*n_layers + 4*sum(out*in + out)`` exactly.
+Version 1 has the 20-byte header without the last three fields; it still loads,
+read as action repeat 4, input layout 1 (the 31-value observation), reward unknown.
+The file length must equal ``header + 12*n_layers + 4*sum(out*in + out)`` exactly.
 Loader limits (same in C): 1 <= n_layers <= 16, 1 <= every dim <= 4096,
-raw size <= 16 MiB, every weight and bias finite.
+raw size <= 16 MiB, every weight and bias finite, 1 <= action_repeat <= 64,
+input_layout >= 1.
 
 Transport encodings (the loaders in Python and C recognise all three by the first
 four bytes):
@@ -45,18 +50,12 @@ no checksum, so a bit flip in the float payload that leaves every value finite i
 refused.  Compressed encodings carry the LZ4 content checksum, so any flip in them is
 refused.
 
-Action decoding (DESIGN §6) lives in :func:`decode_action`, the one Python place for
-it; ``bp_action_decode`` in C is its twin (tested against it).
-
-numpy-only at import time: torch and stable_baselines3 are imported inside the
-functions that need them.
+numpy-only: lz4 is imported by the functions that (de)compress.
 """
 
 from __future__ import annotations
 
 import struct
-import sys
-import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,10 +63,13 @@ from typing import Any
 
 import numpy as np
 
+from brawlkit.wire.constants import C
+
 MAGIC = b"BPW1"
 SHUFFLE_MAGIC = b"BPWS"
 LZ4_FRAME_MAGIC = b"\x04\x22\x4d\x18"  # 0x184D2204 little-endian
-VERSION = 1
+VERSION = int(C.BP_BPW_VERSION)
+VERSIONS = (1, 2)
 SHUFFLE_VERSION = 1
 ACT_NONE = 0
 ACT_TANH = 1
@@ -75,10 +77,13 @@ ACTIVATIONS = {ACT_NONE: "none", ACT_TANH: "tanh"}
 MAX_LAYERS = 16
 MAX_DIM = 4096
 MAX_RAW_BYTES = 16 << 20
-HEADER_BYTES = 20
+REWARD_BYTES = int(C.BP_BPW_REWARD_LEN)
+#: header bytes by version (v2 adds action_repeat, input_layout, reward[16])
+HEADER_BYTES = {1: 20, 2: 28 + REWARD_BYTES}
 LAYER_ENTRY_BYTES = 12
-
-BTN_JUMP, BTN_ATTACK, BTN_SPECIAL, BTN_SHIELD = 1, 2, 4, 8
+#: what a version-1 blob is read as (it predates the fields)
+V1_ACTION_REPEAT = int(C.BP_BPW_DEFAULT_REPEAT)
+V1_INPUT_LAYOUT = int(C.BP_INPUT_LAYOUT_OBS)
 
 COMPRESS_CHOICES = ("none", "lz4", "shuffle", "auto")
 
@@ -104,6 +109,30 @@ class Layer:
 
 
 @dataclass(frozen=True)
+class PolicyMeta:
+    """How a policy was trained, as its blob records it (what the player must match).
+
+    ``action_repeat``: ticks per decision; ``input_layout``: which policy input
+    the network expects (``BP_INPUT_LAYOUT_*``, docs/observation.md); ``reward``:
+    the reward preset's name ("" = unknown, informational only).
+    """
+
+    action_repeat: int = V1_ACTION_REPEAT
+    input_layout: int = V1_INPUT_LAYOUT
+    reward: str = ""
+
+    def validate(self) -> None:
+        if not 1 <= self.action_repeat <= C.BP_MAX_REPEAT:
+            raise ValueError(f"bpw: action_repeat {self.action_repeat} outside 1..{C.BP_MAX_REPEAT}")
+        if self.input_layout < 1:
+            raise ValueError(f"bpw: input_layout {self.input_layout} must be >= 1")
+        raw = self.reward.encode("ascii", errors="replace")
+        if len(raw) >= REWARD_BYTES or not all(0x20 <= b <= 0x7E for b in raw):
+            raise ValueError(f"bpw: reward name {self.reward!r} must be printable ASCII of at "
+                             f"most {REWARD_BYTES - 1} characters")
+
+
+@dataclass(frozen=True)
 class Bpw:
     """A parsed ``.bpw`` blob."""
 
@@ -111,6 +140,7 @@ class Bpw:
     obs_dim: int
     act_dim: int
     layers: tuple[Layer, ...]
+    meta: PolicyMeta = PolicyMeta()
 
     def table(self) -> list[dict[str, Any]]:
         """The layer table as rows (for notebooks / the CLI)."""
@@ -130,8 +160,7 @@ class Bpw:
 # ----------------------------------------------------------------- raw writer / reader
 
 
-def pack_bpw(layers: Sequence[Layer]) -> bytes:
-    """Serialise ``layers`` as a raw ``BPW1`` blob (explicit little-endian)."""
+def _check_layers(layers: Sequence[Layer]) -> None:
     if not 1 <= len(layers) <= MAX_LAYERS:
         raise ValueError(f"bpw: n_layers {len(layers)} outside 1..{MAX_LAYERS}")
     prev_out: int | None = None
@@ -148,10 +177,25 @@ def pack_bpw(layers: Sequence[Layer]) -> bytes:
         if not (np.isfinite(w).all() and np.isfinite(b).all()):
             raise ValueError(f"bpw: layer {i} has non-finite weights")
         prev_out = int(w.shape[0])
-    parts = [
-        MAGIC,
-        struct.pack("<IIII", VERSION, len(layers), layers[0].n_in, layers[-1].n_out),
-    ]
+
+
+def pack_bpw(layers: Sequence[Layer], meta: PolicyMeta | None = None, version: int = VERSION) -> bytes:
+    """Serialise ``layers`` (and how they were trained) as a raw blob, explicit little-endian.
+
+    ``version=1`` writes the old 20-byte header (compatibility tests only; it
+    cannot carry ``meta``, so ``meta`` must then be the version-1 defaults).
+    """
+    meta = meta or PolicyMeta()
+    _check_layers(layers)
+    meta.validate()
+    head = struct.pack("<IIII", version, len(layers), layers[0].n_in, layers[-1].n_out)
+    if version == 2:
+        head += struct.pack("<II", meta.action_repeat, meta.input_layout)
+        head += meta.reward.encode("ascii").ljust(REWARD_BYTES, b"\0")
+    elif version != 1 or meta != PolicyMeta():
+        raise ValueError(f"bpw: version {version} cannot carry {meta} (version 1 has no such "
+                         f"fields; only version {VERSION} is written for use)")
+    parts = [MAGIC, head]
     for lay in layers:
         parts.append(struct.pack("<III", lay.n_in, lay.n_out, lay.activation))
     for lay in layers:
@@ -163,29 +207,32 @@ def pack_bpw(layers: Sequence[Layer]) -> bytes:
     return raw
 
 
-def parse_bpw(raw: bytes) -> Bpw:
-    """Parse and validate a raw ``BPW1`` blob; ``ValueError`` says what is wrong."""
-    raw = bytes(raw)
-    n = len(raw)
-    if n < HEADER_BYTES:
-        raise ValueError(f"bpw: truncated header ({n} bytes < {HEADER_BYTES})")
-    if raw[:4] != MAGIC:
-        raise ValueError(f"bpw: bad magic {raw[:4]!r} (want {MAGIC!r})")
-    version, n_layers, obs_dim, act_dim = struct.unpack_from("<IIII", raw, 4)
-    if version != VERSION:
-        raise ValueError(f"bpw: unknown version {version} (this reader knows {VERSION})")
-    if not 1 <= n_layers <= MAX_LAYERS:
-        raise ValueError(f"bpw: n_layers {n_layers} outside 1..{MAX_LAYERS}")
-    if not (1 <= obs_dim <= MAX_DIM and 1 <= act_dim <= MAX_DIM):
-        raise ValueError(f"bpw: obs_dim {obs_dim} / act_dim {act_dim} outside 1..{MAX_DIM}")
-    table_end = HEADER_BYTES + LAYER_ENTRY_BYTES * n_layers
-    if n < table_end:
-        raise ValueError(f"bpw: truncated layer table ({n} bytes < {table_end})")
+def _parse_meta(raw: bytes, version: int) -> PolicyMeta:
+    if version == 1:
+        return PolicyMeta()
+    repeat, layout = struct.unpack_from("<II", raw, 20)
+    field = raw[28:28 + REWARD_BYTES]
+    nul = field.find(b"\0")
+    if nul < 0:
+        raise ValueError("bpw: reward field is not NUL-terminated")
+    if field[nul:].strip(b"\0"):
+        raise ValueError("bpw: reward field has bytes after its NUL terminator")
+    name = field[:nul]
+    if not all(0x20 <= b <= 0x7E for b in name):
+        raise ValueError(f"bpw: reward field {name!r} is not printable ASCII")
+    meta = PolicyMeta(repeat, layout, name.decode("ascii"))
+    meta.validate()
+    return meta
+
+
+def _parse_table(raw: bytes, n_layers: int, obs_dim: int, act_dim: int,
+                 table_start: int) -> tuple[list[tuple[int, int, int]], int]:
+    """The layer table as (in, out, activation) rows, and the total size it implies."""
     dims: list[tuple[int, int, int]] = []
     prev = obs_dim
-    total = table_end
+    total = table_start + LAYER_ENTRY_BYTES * n_layers
     for i in range(n_layers):
-        n_in, n_out, act = struct.unpack_from("<III", raw, HEADER_BYTES + LAYER_ENTRY_BYTES * i)
+        n_in, n_out, act = struct.unpack_from("<III", raw, table_start + LAYER_ENTRY_BYTES * i)
         if not (1 <= n_in <= MAX_DIM and 1 <= n_out <= MAX_DIM):
             raise ValueError(f"bpw: layer {i} dims in={n_in} out={n_out} outside 1..{MAX_DIM}")
         if n_in != prev:
@@ -198,6 +245,32 @@ def parse_bpw(raw: bytes) -> Bpw:
         prev = n_out
     if prev != act_dim:
         raise ValueError(f"bpw: last layer out={prev} != act_dim={act_dim}")
+    return dims, total
+
+
+def parse_bpw(raw: bytes) -> Bpw:
+    """Parse and validate a raw ``BPW1`` blob (version 1 or 2); ``ValueError`` says what is wrong."""
+    raw = bytes(raw)
+    n = len(raw)
+    if n < HEADER_BYTES[1]:
+        raise ValueError(f"bpw: truncated header ({n} bytes < {HEADER_BYTES[1]})")
+    if raw[:4] != MAGIC:
+        raise ValueError(f"bpw: bad magic {raw[:4]!r} (want {MAGIC!r})")
+    version, n_layers, obs_dim, act_dim = struct.unpack_from("<IIII", raw, 4)
+    if version not in VERSIONS:
+        raise ValueError(f"bpw: unknown version {version} (this reader knows {VERSIONS})")
+    head = HEADER_BYTES[version]
+    if n < head:
+        raise ValueError(f"bpw: truncated version-{version} header ({n} bytes < {head})")
+    if not 1 <= n_layers <= MAX_LAYERS:
+        raise ValueError(f"bpw: n_layers {n_layers} outside 1..{MAX_LAYERS}")
+    if not (1 <= obs_dim <= MAX_DIM and 1 <= act_dim <= MAX_DIM):
+        raise ValueError(f"bpw: obs_dim {obs_dim} / act_dim {act_dim} outside 1..{MAX_DIM}")
+    meta = _parse_meta(raw, version)
+    table_end = head + LAYER_ENTRY_BYTES * n_layers
+    if n < table_end:
+        raise ValueError(f"bpw: truncated layer table ({n} bytes < {table_end})")
+    dims, total = _parse_table(raw, n_layers, obs_dim, act_dim, head)
     if total > MAX_RAW_BYTES:
         raise ValueError(f"bpw: table implies {total} bytes > limit {MAX_RAW_BYTES}")
     if n < total:
@@ -216,7 +289,7 @@ def parse_bpw(raw: bytes) -> Bpw:
         layers.append(
             Layer(w.reshape(n_out, n_in).astype(np.float32), b.astype(np.float32), act)
         )
-    return Bpw(version, obs_dim, act_dim, tuple(layers))
+    return Bpw(version, obs_dim, act_dim, tuple(layers), meta)
 
 
 # ----------------------------------------------------------------- transport encodings
@@ -303,7 +376,7 @@ def unwrap_blob(data: bytes) -> bytes:
     ver, raw_len = struct.unpack_from("<II", data, 4)
     if ver != SHUFFLE_VERSION:
         raise ValueError(f"bpw: unknown BPWS version {ver} (this reader knows {SHUFFLE_VERSION})")
-    if raw_len % 4 or not HEADER_BYTES <= raw_len <= MAX_RAW_BYTES:
+    if raw_len % 4 or not HEADER_BYTES[1] <= raw_len <= MAX_RAW_BYTES:
         raise ValueError(f"bpw: BPWS raw_len {raw_len} invalid")
     shuffled = _lz4_decompress(data[12:], "shuffle")
     if len(shuffled) != raw_len:
@@ -350,183 +423,3 @@ def encode_blob(raw: bytes, compress: str = "none") -> bytes:
         blob: bytes = rep["_blobs"][rep["best"]]
         return blob
     raise ValueError(f"compress must be one of {COMPRESS_CHOICES}, not {compress!r}")
-
-
-# ----------------------------------------------------------------- SB3 -> layers
-
-
-def actor_layers(policy: Any) -> list[Layer]:
-    """The actor of an SB3 ``ActorCriticPolicy`` as dense layers (mean head last).
-
-    Accepts only what the format can express: a flatten features extractor, a
-    ``policy_net`` of Linear/Tanh modules, a Linear ``action_net``.
-    """
-    import torch
-    from stable_baselines3.common.torch_layers import FlattenExtractor
-
-    fx = getattr(policy, "pi_features_extractor", None) or policy.features_extractor
-    if not isinstance(fx, FlattenExtractor):
-        raise ValueError(f"export: features extractor {type(fx).__name__} is not FlattenExtractor")
-    mods = list(policy.mlp_extractor.policy_net) + [policy.action_net]
-    layers: list[Layer] = []
-    pending: tuple[np.ndarray, np.ndarray] | None = None
-    for m in mods:
-        if isinstance(m, torch.nn.Linear):
-            if pending is not None:
-                layers.append(Layer(pending[0], pending[1], ACT_NONE))
-            w = m.weight.detach().cpu().to(torch.float32).numpy().copy()
-            if m.bias is not None:
-                b = m.bias.detach().cpu().to(torch.float32).numpy().copy()
-            else:
-                b = np.zeros(w.shape[0], np.float32)
-            pending = (w, b)
-        elif isinstance(m, torch.nn.Tanh):
-            if pending is None:
-                raise ValueError("export: Tanh without a preceding Linear")
-            layers.append(Layer(pending[0], pending[1], ACT_TANH))
-            pending = None
-        else:
-            raise ValueError(f"export: unsupported actor module {type(m).__name__}")
-    if pending is not None:
-        layers.append(Layer(pending[0], pending[1], ACT_NONE))
-    return layers
-
-
-def load_sb3_policy(zip_path: str | Path) -> Any:
-    """Load the SB3 PPO policy of a checkpoint zip on CPU."""
-    from stable_baselines3 import PPO
-
-    if not zipfile.is_zipfile(zip_path):
-        raise ValueError(f"export: {zip_path} is not a zip checkpoint")
-    model = PPO.load(str(zip_path), device="cpu")
-    return model.policy
-
-
-def export_checkpoint(
-    zip_path: str | Path, out_path: str | Path, compress: str = "none"
-) -> dict[str, Any]:
-    """Write the actor of SB3 checkpoint ``zip_path`` to ``out_path`` as a ``.bpw`` blob.
-
-    ``compress``: ``none`` (raw BPW1, the default on disk) | ``lz4`` | ``shuffle`` |
-    ``auto``.  Returns a summary: layer table, sizes of each encoding, chosen one.
-    """
-    if compress not in COMPRESS_CHOICES:
-        raise ValueError(f"compress must be one of {COMPRESS_CHOICES}, not {compress!r}")
-    policy = load_sb3_policy(zip_path)
-    raw = pack_bpw(actor_layers(policy))
-    rep = compression_report(raw)
-    blob = rep["_blobs"][rep["best"]] if compress == "auto" else encode_blob(raw, compress)
-    out = Path(out_path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_bytes(blob)
-    tmp.replace(out)
-    sizes = {k: v for k, v in rep.items() if k != "_blobs"}
-    return {
-        "out": str(out),
-        "encoding": blob_kind(blob),
-        "bytes_written": len(blob),
-        "layers": parse_bpw(raw).table(),
-        **sizes,
-    }
-
-
-# ----------------------------------------------------------------- numpy forward
-
-
-class NumpyPolicy:
-    """The actor of a ``.bpw`` blob in numpy: ``policy(obs) -> clipped action``.
-
-    ``source`` is a path, the blob bytes (any encoding) or a parsed :class:`Bpw`.
-    ``forward`` returns the Gaussian mean (unclipped); ``act`` / ``__call__`` clip it
-    to [-1, 1] (deterministic play, DESIGN §6).  Both accept (obs_dim,) or (N, obs_dim).
-    """
-
-    def __init__(self, source: str | Path | bytes | Bpw):
-        if isinstance(source, Bpw):
-            self.bpw = source
-        elif isinstance(source, bytes | bytearray | memoryview):
-            self.bpw = read_bpw(bytes(source))
-        else:
-            self.bpw = load_bpw(source)
-        self.obs_dim = self.bpw.obs_dim
-        self.act_dim = self.bpw.act_dim
-        self._wt = [np.ascontiguousarray(lay.weight.T) for lay in self.bpw.layers]
-        self._b = [lay.bias for lay in self.bpw.layers]
-        self._act = [lay.activation for lay in self.bpw.layers]
-
-    def forward(self, obs: np.ndarray) -> np.ndarray:
-        x = np.asarray(obs, dtype=np.float32)
-        if x.shape[-1] != self.obs_dim:
-            raise ValueError(f"obs last dim {x.shape[-1]} != obs_dim {self.obs_dim}")
-        for wt, b, act in zip(self._wt, self._b, self._act, strict=True):
-            x = x @ wt + b
-            if act == ACT_TANH:
-                x = np.tanh(x)
-        return x
-
-    def act(self, obs: np.ndarray) -> np.ndarray:
-        return np.clip(self.forward(obs), -1.0, 1.0).astype(np.float32)
-
-    def __call__(self, obs: np.ndarray) -> np.ndarray:
-        return self.act(obs)
-
-
-# ----------------------------------------------------------------- action decoding
-
-
-def decode_action(a: Sequence[float] | np.ndarray) -> tuple[float, float, int]:
-    """DESIGN §6: action vector -> (stick_x, stick_y, buttons).
-
-    stick = clip(a[0..1], -1, 1) in float32 (NaN -> 0.0); button bit i (JUMP=1,
-    ATTACK=2, SPECIAL=4, SHIELD=8) set iff a[2+i] > 0 (NaN -> not pressed).
-    ``bp_action_decode`` in native/src/policy.c is the identical C rule.
-    """
-    # Widen the float32 values to Python floats once (exact), then decide in
-    # plain Python: this runs every env step, where numpy scalar ops cost ~10 us.
-    v = np.asarray(a, dtype=np.float32).reshape(-1).tolist()
-    if len(v) < 6:
-        raise ValueError(f"action needs 6 values, got {len(v)}")
-    sx, sy = v[0], v[1]
-    # clip of a float32 value to [-1, 1] is again a float32 value: no re-rounding;
-    # NaN (x != x) -> 0.0
-    sx = 0.0 if sx != sx else (-1.0 if sx < -1.0 else (1.0 if sx > 1.0 else sx))
-    sy = 0.0 if sy != sy else (-1.0 if sy < -1.0 else (1.0 if sy > 1.0 else sy))
-    buttons = ((v[2] > 0.0) | ((v[3] > 0.0) << 1) | ((v[4] > 0.0) << 2) | ((v[5] > 0.0) << 3))
-    return sx, sy, int(buttons)
-
-
-# ----------------------------------------------------------------- CLI
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m brawlkit export CHECKPOINT.zip -o POLICY.bpw [--compress ...] [--json]``."""
-    import argparse
-    import json
-
-    ap = argparse.ArgumentParser(
-        prog="python -m brawlkit export",
-        description="Export the actor of an SB3 PPO checkpoint to a .bpw blob (DESIGN §10) "
-                    "that native/build/brawlpit_bot loads.",
-    )
-    ap.add_argument("checkpoint", help="SB3 PPO checkpoint zip (from `brawlkit train`)")
-    ap.add_argument("-o", "--out", required=True, help="output .bpw path")
-    ap.add_argument("--compress", choices=COMPRESS_CHOICES, default="none",
-                    help="on-disk encoding: none (raw BPW1), lz4, shuffle (byte-shuffle + LZ4), "
-                         "or auto (the smallest; raw when neither helps). The C loader reads all.")
-    ap.add_argument("--json", action="store_true", help="one JSON object on the last line")
-    args = ap.parse_args(argv)
-    if not Path(args.checkpoint).is_file():
-        ap.error(f"checkpoint {args.checkpoint} does not exist")
-    try:
-        summary = export_checkpoint(args.checkpoint, args.out, compress=args.compress)
-    except (ValueError, KeyError) as e:
-        print(f"brawlkit export: {args.checkpoint}: {e}", file=sys.stderr)
-        return 1
-    print(f"{'layer':<6}{'in':>6}{'out':>6}  activation")
-    for i, lay in enumerate(summary["layers"]):
-        print(f"{i:<6}{lay['in']:>6}{lay['out']:>6}  {lay['activation']}")
-    print(f"wrote {summary['out']}: {summary['encoding']}, {summary['bytes_written']} bytes")
-    if args.json:
-        print(json.dumps({k: v for k, v in summary.items() if isinstance(v, str | int | float | list | dict)}))
-    return 0

@@ -4,10 +4,11 @@
 step, sends all N commands (``step_send``) before it reads any snapshot
 (``step_recv``).  The N servers are separate processes, so they tick in
 parallel while this process waits once — no pipes, no extra Python processes
-competing for the two cores (DESIGN §12 calibrates ~25 µs per env-step against
-~60–85 µs stepping them one by one).  ``SubprocVecEnv`` stays available
-(``make_vec_env(..., vec="subproc")``) for comparison; ``python -m brawlkit
-bench train`` measures both.
+competing for the two cores (docs/benchmarks.md calibrates ~25 µs per
+env-step against ~60–85 µs stepping them one by one).  Give each env
+``parallel=N`` so its server knows it is stepped with N-1 others.
+``SubprocVecEnv`` stays available (``make_vec_env(..., vec="subproc")``) for
+comparison; ``python -m brawlkit bench train`` measures both.
 
 Auto-reset follows SB3's convention: on ``terminated or truncated`` the last
 observation goes to ``info["terminal_observation"]``, ``info["TimeLimit.truncated"]``
@@ -17,7 +18,6 @@ of the next episode.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -28,18 +28,6 @@ from stable_baselines3.common.vec_env.base_vec_env import VecEnvStepReturn
 
 VEC_KINDS = ("inproc", "subproc")
 DEFAULT_VEC = "inproc"  # measured faster on 2 cores (see README / bench train)
-
-
-def limit_threads() -> None:
-    """One torch / BLAS thread per process: the cores belong to the servers."""
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-    os.environ.setdefault("MKL_NUM_THREADS", "1")
-    try:
-        import torch
-
-        torch.set_num_threads(1)
-    except ImportError:  # pragma: no cover
-        pass
 
 
 class BrawlpitVecEnv(DummyVecEnv):
@@ -99,7 +87,7 @@ class BrawlpitVecEnv(DummyVecEnv):
 class NextOpponent(gym.Wrapper):
     """Holds the opponent for the env's next episode (for envs in subprocesses).
 
-    With ``SubprocVecEnv`` the trainer's :class:`~brawlkit.train.OpponentSampler`
+    With ``SubprocVecEnv`` the trainer's :class:`~brawlkit.league.OpponentSampler`
     cannot be called from inside the worker, so the trainer pushes the next
     pick with ``venv.env_method("set_next_opponent", spec, indices=[i])`` when
     episode *i* ends; the worker has already auto-reset by then, so the pick

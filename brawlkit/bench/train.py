@@ -22,70 +22,37 @@ from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
-import numpy as np
 
-from brawlkit.vecenv import limit_threads
-
-EP_LEN = 2250  # a full match at action_repeat 4
-
-
-class DummyBrawlpitEnv(gym.Env):
-    """Same spaces and episode length as BrawlpitEnv, zero work per step."""
-
-    def __init__(self) -> None:
-        self.observation_space = gym.spaces.Box(-10.0, 10.0, (31,), np.float32)
-        self.action_space = gym.spaces.Box(-1.0, 1.0, (6,), np.float32)
-        self._obs = np.zeros(31, np.float32)
-        self._t = 0
-        self._info = {"opponent": "dummy", "outcome": None}
-
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        super().reset(seed=seed)
-        self._t = 0
-        return self._obs, {"opponent": "dummy"}
-
-    def step_send(self, action: np.ndarray) -> None:
-        pass
-
-    def step_recv(self):
-        self._t += 1
-        done = self._t >= EP_LEN
-        return self._obs, 0.0, done, False, {"opponent": "dummy", "outcome": "draw" if done else None}
-
-    def step(self, action: np.ndarray):
-        return self.step_recv()
+from brawlkit.common.threads import limit_threads
+from brawlkit.env.dummy import ZeroCostEnv
 
 
 def _make_venv(kind: str, n_envs: int, vec: str) -> Any:
     from stable_baselines3.common.vec_env import VecMonitor
 
     from brawlkit.env import BrawlpitEnv
-    from brawlkit.rewards import make_reward
-    from brawlkit.vecenv import make_vec_env
+    from brawlkit.env.rewards import make_reward
+    from brawlkit.env.vecenv import make_vec_env
 
     fns: list[Callable[[], gym.Env]]
     if kind == "dummy":
-        fns = [DummyBrawlpitEnv for _ in range(n_envs)]
+        fns = [ZeroCostEnv for _ in range(n_envs)]
     else:
-        from brawlkit.server import auto_spin_us
-
-        # the training default: servers spin only while they leave the trainer a core
-        spin = auto_spin_us(n_envs) if vec == "inproc" else 0
-        fns = [lambda: BrawlpitEnv(opponent="cpu:3", reward=make_reward("tiered"),
-                                   server_spin_us=spin) for _ in range(n_envs)]
+        # as training builds them: inproc servers know they are stepped together
+        # (and spin only while that leaves the trainer a core); subproc ones never spin
+        kw: dict[str, Any] = {"parallel": n_envs} if vec == "inproc" else {"server_spin_us": 0}
+        fns = [lambda: BrawlpitEnv(opponent="cpu:3", reward=make_reward("tiered"), **kw)
+               for _ in range(n_envs)]
     return VecMonitor(make_vec_env(fns, vec=vec))
 
 
 def _model(venv: Any, n_steps: int) -> Any:
-    from stable_baselines3 import PPO
+    """PPO with the training defaults, the rollout length fixed to ``n_steps``."""
+    from brawlkit.training.config import TrainConfig
+    from brawlkit.training.ppo import build_model
 
-    from brawlkit.train import TrainConfig, _policy_kwargs
-
-    d = TrainConfig()
-    return PPO("MlpPolicy", venv, learning_rate=d.learning_rate, n_steps=n_steps,
-               batch_size=min(d.batch_size, n_steps * venv.num_envs), n_epochs=d.n_epochs,
-               gamma=d.gamma, gae_lambda=d.gae_lambda, ent_coef=d.ent_coef,
-               policy_kwargs=_policy_kwargs(), seed=0, device="cpu", verbose=0)
+    cfg = TrainConfig(n_envs=venv.num_envs, n_steps=n_steps, steps_per_generation=n_steps * venv.num_envs)
+    return build_model(cfg, venv)
 
 
 def measure(kind: str, n_envs: int, steps: int, vec: str = "inproc", n_steps: int = 512,
@@ -125,11 +92,11 @@ def breakdown(prof: cProfile.Profile, wall: float) -> dict[str, float]:
     """Shares of the profiled wall time (profiler overhead inflates Python-heavy parts)."""
     st = pstats.Stats(prof)
     total = sum(v[2] for v in st.stats.values())  # type: ignore[attr-defined]
-    env = _cum(st, "step_wait", "brawlkit/vecenv.py")
-    wait = _cum(st, "_wait", "brawlkit/env.py")
-    obs = _cum(st, "build_observation", "brawlkit/observation.py")
-    rew = _cum(st, "__call__", "brawlkit/rewards.py")
-    send = _cum(st, "step_send", "brawlkit/env.py")
+    env = _cum(st, "step_wait", "brawlkit/env/vecenv.py")
+    wait = _cum(st, "_wait", "brawlkit/env/brawlpit.py")
+    obs = _cum(st, "build_observation", "brawlkit/env/observation.py")
+    rew = _cum(st, "__call__", "brawlkit/env/rewards.py")
+    send = _cum(st, "step_send", "brawlkit/env/brawlpit.py")
     fwd = _cum(st, "forward", "stable_baselines3/common/policies.py")
     upd = _cum(st, "train", "stable_baselines3/ppo/ppo.py")
     rollout = _cum(st, "collect_rollouts", "on_policy_algorithm.py")

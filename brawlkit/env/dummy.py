@@ -1,0 +1,67 @@
+"""A zero-cost stand-in for :class:`~brawlkit.env.BrawlpitEnv`: same spaces, same
+episode length, no server.
+
+Two uses: the reference ``bench train`` measures PPO against (how much does the
+real env cost the trainer?), and making a PPO model of the project's shape
+without a game server (tiny checkpoints for notebooks and tests).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from brawlkit.env.actions import ACT_DIM
+from brawlkit.env.observation import OBS_BOUND, OBS_DIM
+from brawlkit.wire.constants import C
+
+#: steps in a full match at the default action repeat of 4
+EPISODE_STEPS = int(C.BP_MATCH_TICKS) // 4
+
+
+class ZeroCostEnv(gym.Env[np.ndarray, np.ndarray]):
+    """Same observation and action spaces and episode length as BrawlpitEnv.
+
+    ``random_obs=False`` (the benchmark): a constant observation, zero reward,
+    no work per step.  ``random_obs=True``: uniform observations and a reward
+    that depends on the action, so a few PPO updates move the weights off their
+    initialisation (checkpoints with non-trivial weights for export tests).
+    Offers ``step_send``/``step_recv`` so it takes the same vec-env path.
+    """
+
+    metadata = {"render_modes": []}
+
+    def __init__(self, random_obs: bool = False, episode_steps: int = EPISODE_STEPS) -> None:
+        self.observation_space = gym.spaces.Box(-OBS_BOUND, OBS_BOUND, (OBS_DIM,), np.float32)
+        self.action_space = gym.spaces.Box(-1.0, 1.0, (ACT_DIM,), np.float32)
+        self.random_obs = random_obs
+        self.episode_steps = episode_steps
+        self._obs = np.zeros(OBS_DIM, np.float32)
+        self._act = np.zeros(ACT_DIM, np.float32)
+        self._t = 0
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        self._t = 0
+        return self._observe(), {"opponent": "dummy"}
+
+    def _observe(self) -> np.ndarray:
+        if self.random_obs:
+            return self.np_random.uniform(-1, 1, OBS_DIM).astype(np.float32)
+        return self._obs
+
+    def step_send(self, action: np.ndarray) -> None:
+        self._act = np.asarray(action, np.float32)
+
+    def step_recv(self) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        self._t += 1
+        done = self._t >= self.episode_steps
+        reward = float(self._act[0]) if self.random_obs else 0.0
+        info = {"opponent": "dummy", "outcome": "draw" if done else None}
+        return self._observe(), reward, done, False, info
+
+    def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        self.step_send(action)
+        return self.step_recv()

@@ -1,0 +1,191 @@
+"""The policy network, declared once: its shape, its actor as dense layers, its
+numpy forward, and what a checkpoint says about how it was trained.
+
+* Shape: an SB3 ``MlpPolicy`` with a ``obs -> 64 tanh -> 64 tanh -> 6`` actor (and
+  a 64-64 tanh critic), no VecNormalize — exactly what the ``.bpw`` format
+  carries.  :func:`policy_kwargs` is the one place that says so.
+* The actor mean (what deterministic play and the native bot run) is computed
+  three ways that must agree: :func:`torch_actor_mean` (SB3's own modules),
+  :class:`NumpyPolicy` (the blob in numpy) and ``bp_policy_forward`` in C.
+* A checkpoint zip made by brawlkit carries a ``brawlkit`` entry in SB3's saved
+  data (:data:`CHECKPOINT_KEY`): action repeat, policy input layout and reward
+  preset.  :func:`checkpoint_meta` reads it without loading torch.
+
+numpy-only at import time: torch and stable_baselines3 are imported inside the
+functions that need them.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from brawlkit.export.bpw import (
+    ACT_NONE,
+    ACT_TANH,
+    Bpw,
+    Layer,
+    PolicyMeta,
+    load_bpw,
+    pack_bpw,
+    read_bpw,
+)
+
+#: hidden layers of the actor (and the critic), each followed by tanh
+NET_ARCH: tuple[int, ...] = (64, 64)
+ACTIVATION = "tanh"
+#: key of brawlkit's own entry in an SB3 checkpoint's saved data
+CHECKPOINT_KEY = "brawlkit"
+
+
+def policy_kwargs(log_std_init: float = 0.0) -> dict[str, Any]:
+    """SB3 ``policy_kwargs`` of the network the ``.bpw`` format carries."""
+    import torch
+
+    return dict(net_arch=dict(pi=list(NET_ARCH), vf=list(NET_ARCH)), activation_fn=torch.nn.Tanh,
+                log_std_init=log_std_init)
+
+
+def network_description() -> dict[str, Any]:
+    """The shape as plain data (run metadata)."""
+    return {"net_arch": {"pi": list(NET_ARCH), "vf": list(NET_ARCH)}, "activation": ACTIVATION}
+
+
+# ----------------------------------------------------------------- SB3 -> layers
+
+
+def actor_layers(policy: Any) -> list[Layer]:
+    """The actor of an SB3 ``ActorCriticPolicy`` as dense layers (mean head last).
+
+    Accepts only what the format can express: a flatten features extractor, a
+    ``policy_net`` of Linear/Tanh modules, a Linear ``action_net``.
+    """
+    import torch
+    from stable_baselines3.common.torch_layers import FlattenExtractor
+
+    fx = getattr(policy, "pi_features_extractor", None) or policy.features_extractor
+    if not isinstance(fx, FlattenExtractor):
+        raise ValueError(f"export: features extractor {type(fx).__name__} is not FlattenExtractor")
+    mods = list(policy.mlp_extractor.policy_net) + [policy.action_net]
+    layers: list[Layer] = []
+    pending: tuple[np.ndarray, np.ndarray] | None = None
+    for m in mods:
+        if isinstance(m, torch.nn.Linear):
+            if pending is not None:
+                layers.append(Layer(pending[0], pending[1], ACT_NONE))
+            w = m.weight.detach().cpu().to(torch.float32).numpy().copy()
+            if m.bias is not None:
+                b = m.bias.detach().cpu().to(torch.float32).numpy().copy()
+            else:
+                b = np.zeros(w.shape[0], np.float32)
+            pending = (w, b)
+        elif isinstance(m, torch.nn.Tanh):
+            if pending is None:
+                raise ValueError("export: Tanh without a preceding Linear")
+            layers.append(Layer(pending[0], pending[1], ACT_TANH))
+            pending = None
+        else:
+            raise ValueError(f"export: unsupported actor module {type(m).__name__}")
+    if pending is not None:
+        layers.append(Layer(pending[0], pending[1], ACT_NONE))
+    return layers
+
+
+def torch_actor_mean(policy: Any, obs: np.ndarray) -> np.ndarray:
+    """The Gaussian mean of SB3's own actor (what ``predict(deterministic=True)`` clips)."""
+    import torch
+
+    with torch.no_grad():
+        x = torch.as_tensor(np.asarray(obs, np.float32))
+        f = policy.extract_features(x, policy.pi_features_extractor)
+        return policy.action_net(policy.mlp_extractor.forward_actor(f)).numpy()
+
+
+# ----------------------------------------------------------------- checkpoints
+
+
+def load_sb3_policy(zip_path: str | Path) -> Any:
+    """Load the SB3 PPO policy of a checkpoint zip on CPU."""
+    from stable_baselines3 import PPO
+
+    if not zipfile.is_zipfile(zip_path):
+        raise ValueError(f"{zip_path} is not a zip checkpoint")
+    return PPO.load(str(zip_path), device="cpu").policy
+
+
+def checkpoint_meta(zip_path: str | Path) -> PolicyMeta:
+    """How the checkpoint's policy was trained: its ``brawlkit`` entry, read without torch.
+
+    A checkpoint from before brawlkit recorded it (no entry) is read as the
+    version-1 defaults (action repeat 4, input layout 1, reward unknown), with a
+    note on stderr, so old runs keep working.
+    """
+    if not zipfile.is_zipfile(zip_path):
+        raise ValueError(f"{zip_path} is not a zip checkpoint")
+    with zipfile.ZipFile(zip_path) as zf:
+        try:
+            data = json.loads(zf.read("data"))
+        except (KeyError, ValueError) as e:
+            raise ValueError(f"{zip_path}: not an SB3 checkpoint (no readable 'data' entry: {e})") from e
+    entry = data.get(CHECKPOINT_KEY)
+    if not isinstance(entry, dict):
+        print(f"note: {zip_path} does not record how it was trained (an older checkpoint); "
+              f"assuming {PolicyMeta()}", file=sys.stderr)
+        return PolicyMeta()
+    meta = PolicyMeta(int(entry["action_repeat"]), int(entry["input_layout"]),
+                      str(entry.get("reward", "")))
+    meta.validate()
+    return meta
+
+
+# ----------------------------------------------------------------- numpy forward
+
+
+class NumpyPolicy:
+    """The actor of a ``.bpw`` blob in numpy: ``policy(obs) -> clipped action``.
+
+    ``source`` is a path, the blob bytes (any encoding) or a parsed :class:`Bpw`.
+    ``forward`` returns the Gaussian mean (unclipped); ``act`` / ``__call__`` clip it
+    to [-1, 1] (deterministic play).  Both accept (obs_dim,) or (N, obs_dim).
+    ``meta`` says how the policy was trained (action repeat, input layout).
+    """
+
+    def __init__(self, source: str | Path | bytes | Bpw):
+        if isinstance(source, Bpw):
+            self.bpw = source
+        elif isinstance(source, bytes | bytearray | memoryview):
+            self.bpw = read_bpw(bytes(source))
+        else:
+            self.bpw = load_bpw(source)
+        self.meta = self.bpw.meta
+        self.obs_dim = self.bpw.obs_dim
+        self.act_dim = self.bpw.act_dim
+        self._wt = [np.ascontiguousarray(lay.weight.T) for lay in self.bpw.layers]
+        self._b = [lay.bias for lay in self.bpw.layers]
+        self._act = [lay.activation for lay in self.bpw.layers]
+
+    @classmethod
+    def from_sb3(cls, policy: Any, meta: PolicyMeta | None = None) -> NumpyPolicy:
+        """The exporter's own path: SB3 policy -> blob -> numpy (what the C bot would play)."""
+        return cls(pack_bpw(actor_layers(policy), meta))
+
+    def forward(self, obs: np.ndarray) -> np.ndarray:
+        x = np.asarray(obs, dtype=np.float32)
+        if x.shape[-1] != self.obs_dim:
+            raise ValueError(f"obs last dim {x.shape[-1]} != obs_dim {self.obs_dim}")
+        for wt, b, act in zip(self._wt, self._b, self._act, strict=True):
+            x = x @ wt + b
+            if act == ACT_TANH:
+                x = np.tanh(x)
+        return x
+
+    def act(self, obs: np.ndarray) -> np.ndarray:
+        return np.clip(self.forward(obs), -1.0, 1.0).astype(np.float32)
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        return self.act(obs)

@@ -1,0 +1,87 @@
+"""``python -m brawlkit export CHECKPOINT.zip -o POLICY.bpw``: checkpoint -> native blob.
+
+The blob carries the actor's weights and how the policy was trained (action
+repeat, input layout, reward preset: docs/bpw.md), read from the checkpoint
+itself (:func:`brawlkit.export.actor.checkpoint_meta`), so ``brawlpit_bot``
+plays it at the cadence it learned without being told.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from brawlkit.common.io import atomic_write_bytes
+from brawlkit.export.actor import actor_layers, checkpoint_meta, load_sb3_policy
+from brawlkit.export.bpw import (
+    COMPRESS_CHOICES,
+    blob_kind,
+    compression_report,
+    encode_blob,
+    pack_bpw,
+    parse_bpw,
+)
+
+
+def export_checkpoint(
+    zip_path: str | Path, out_path: str | Path, compress: str = "none"
+) -> dict[str, Any]:
+    """Write the actor of SB3 checkpoint ``zip_path`` to ``out_path`` as a ``.bpw`` blob.
+
+    ``compress``: ``none`` (raw, the default on disk) | ``lz4`` | ``shuffle`` |
+    ``auto`` (the smallest).  Returns a summary: layer table, how the policy was
+    trained, sizes of each encoding, the chosen one.
+    """
+    if compress not in COMPRESS_CHOICES:
+        raise ValueError(f"compress must be one of {COMPRESS_CHOICES}, not {compress!r}")
+    meta = checkpoint_meta(zip_path)
+    raw = pack_bpw(actor_layers(load_sb3_policy(zip_path)), meta)
+    rep = compression_report(raw)
+    blob = rep["_blobs"][rep["best"]] if compress == "auto" else encode_blob(raw, compress)
+    out = atomic_write_bytes(out_path, blob)
+    parsed = parse_bpw(raw)
+    return {
+        "out": str(out),
+        "encoding": blob_kind(blob),
+        "bytes_written": len(blob),
+        "version": parsed.version,
+        "action_repeat": meta.action_repeat,
+        "input_layout": meta.input_layout,
+        "reward": meta.reward,
+        "layers": parsed.table(),
+        **{k: v for k, v in rep.items() if k != "_blobs"},
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m brawlkit export",
+        description="Export the actor of an SB3 PPO checkpoint to a .bpw blob (docs/bpw.md) "
+                    "that native/build/brawlpit_bot loads.",
+    )
+    ap.add_argument("checkpoint", help="SB3 PPO checkpoint zip (from `brawlkit train`)")
+    ap.add_argument("-o", "--out", required=True, help="output .bpw path")
+    ap.add_argument("--compress", choices=COMPRESS_CHOICES, default="none",
+                    help="on-disk encoding: none (raw), lz4, shuffle (byte-shuffle + LZ4), "
+                         "or auto (the smallest; raw when neither helps). The C loader reads all.")
+    ap.add_argument("--json", action="store_true", help="one JSON object on the last line")
+    args = ap.parse_args(argv)
+    if not Path(args.checkpoint).is_file():
+        ap.error(f"checkpoint {args.checkpoint} does not exist")
+    try:
+        summary = export_checkpoint(args.checkpoint, args.out, compress=args.compress)
+    except (ValueError, KeyError) as e:
+        print(f"brawlkit export: {args.checkpoint}: {e}", file=sys.stderr)
+        return 1
+    print(f"{'layer':<6}{'in':>6}{'out':>6}  activation")
+    for i, lay in enumerate(summary["layers"]):
+        print(f"{i:<6}{lay['in']:>6}{lay['out']:>6}  {lay['activation']}")
+    print(f"wrote {summary['out']}: bpw v{summary['version']}, {summary['encoding']}, "
+          f"{summary['bytes_written']} bytes; action repeat {summary['action_repeat']}, "
+          f"input layout {summary['input_layout']}, reward {summary['reward'] or 'unknown'}")
+    if args.json:
+        print(json.dumps(summary))
+    return 0

@@ -1,0 +1,97 @@
+"""Run directories and checkpoints: where a run lives, what each generation leaves.
+
+A run directory ``runs/<role>/<timestamp>-s<seed>/`` holds, per generation,
+``gen_XXXX.zip`` (the SB3 checkpoint) and ``gen_XXXX.json`` (its metadata:
+role, generation, parent, steps, the whole :class:`TrainConfig`, the reward's
+weights, the sampler's state, the evaluation), plus the progress CSV and
+TensorBoard logs.  The zip itself also carries how its policy was trained
+(action repeat, input layout, reward preset: :data:`brawlkit.export.actor.CHECKPOINT_KEY`),
+so export and eval need nothing beside it.  Both files are written
+atomically, the JSON last: a generation counts only once both exist.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from brawlkit.common.io import atomic_write_json
+from brawlkit.export.actor import CHECKPOINT_KEY
+from brawlkit.export.bpw import PolicyMeta
+
+DEFAULT_RUNS_ROOT = "runs"
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def generation_paths(run_dir: Path, gen: int) -> tuple[Path, Path]:
+    """(zip, json) of generation ``gen``."""
+    return run_dir / f"gen_{gen:04d}.zip", run_dir / f"gen_{gen:04d}.json"
+
+
+def list_checkpoints(run_dir: str | Path) -> list[tuple[int, Path]]:
+    """(generation, json path) of every finished generation in ``run_dir``, oldest first."""
+    out = []
+    for p in Path(run_dir).glob("gen_*.json"):
+        try:
+            gen = int(p.stem.split("_")[1])
+        except (IndexError, ValueError):
+            continue
+        if p.with_suffix(".zip").is_file():
+            out.append((gen, p))
+    return sorted(out)
+
+
+def find_resume_dir(role: str, runs_root: str | Path = DEFAULT_RUNS_ROOT) -> Path | None:
+    """The run dir of ``role`` holding the newest checkpoint, or None."""
+    best: tuple[float, Path] | None = None
+    root = Path(runs_root) / role
+    if not root.is_dir():
+        return None
+    for d in root.iterdir():
+        ck = list_checkpoints(d) if d.is_dir() else []
+        if ck:
+            mt = ck[-1][1].stat().st_mtime
+            if best is None or mt > best[0]:
+                best = (mt, d)
+    return best[1] if best else None
+
+
+def new_run_dir(role: str, seed: int, runs_root: str | Path = DEFAULT_RUNS_ROOT) -> Path:
+    """A fresh ``runs/<role>/<timestamp>-s<seed>`` (suffixed if it exists)."""
+    base = Path(runs_root) / role / f"{time.strftime('%Y%m%d-%H%M%S')}-s{seed}"
+    d, i = base, 1
+    while d.exists():
+        i += 1
+        d = base.with_name(f"{base.name}-{i}")
+    return d
+
+
+def newest_metadata(run_dir: Path) -> dict[str, Any]:
+    """The metadata JSON of the newest generation of ``run_dir``."""
+    ck = list_checkpoints(run_dir)
+    if not ck:
+        raise FileNotFoundError(f"no checkpoint in {run_dir}")
+    data: dict[str, Any] = json.loads(ck[-1][1].read_text())
+    return data
+
+
+def stamp_model(model: Any, meta: PolicyMeta) -> None:
+    """Record how the model's policy is trained inside the model, so SB3 saves it in the zip."""
+    setattr(model, CHECKPOINT_KEY, {"action_repeat": meta.action_repeat,
+                                    "input_layout": meta.input_layout, "reward": meta.reward})
+
+
+def save_generation(model: Any, run_dir: Path, gen: int, metadata: dict[str, Any]) -> Path:
+    """Write ``gen_XXXX.zip`` (atomically) then its metadata JSON; returns the zip path."""
+    zip_path, json_path = generation_paths(run_dir, gen)
+    tmp = zip_path.with_name(zip_path.stem + ".tmp.zip")
+    model.save(str(tmp))
+    tmp.replace(zip_path)
+    atomic_write_json(json_path, {**metadata, "generation": gen, "checkpoint": zip_path.name})
+    return zip_path

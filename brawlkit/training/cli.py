@@ -1,0 +1,56 @@
+"""``python -m brawlkit train``: one flag per :class:`TrainConfig` field, plus where
+the run goes (``--run-dir``, ``--runs-root``, ``--resume``) and how it reports."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from brawlkit.training.checkpoints import DEFAULT_RUNS_ROOT
+from brawlkit.training.config import add_config_arguments, config_from_args
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="python -m brawlkit train",
+        description="Train one league role with SB3 PPO over real UDP packets against the "
+        "built-in CPU curriculum; writes runs/<role>/<run>/gen_XXXX.zip + .json, progress CSV "
+        "and TensorBoard logs.",
+    )
+    add_config_arguments(ap)
+    run = ap.add_argument_group("the run")
+    run.add_argument("--resume", action="store_true",
+                     help="continue the role's run with the newest checkpoint (or --run-dir's)")
+    run.add_argument("--run-dir", default=None,
+                     help="run directory (default runs/<role>/<time>-s<seed>)")
+    run.add_argument("--runs-root", default=DEFAULT_RUNS_ROOT, help="parent of the role directories")
+    run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    run.add_argument("--json", action="store_true", help="print the result as JSON on the last line")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = build_parser()
+    args = ap.parse_args(argv)
+    try:
+        cfg = config_from_args(args)
+    except ValueError as e:
+        ap.error(str(e))
+    from brawlkit.training.ppo import train
+
+    try:
+        res = train(cfg, run_dir=args.run_dir, runs_root=args.runs_root, resume=args.resume,
+                    progress=not args.no_progress)
+    except (FileNotFoundError, FileExistsError, ValueError) as e:
+        print(f"train: {e}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(res.to_json()))
+    else:
+        print(f"run dir {res.run_dir}: {len(res.checkpoints)} generation(s), "
+              f"{res.total_timesteps} steps in {res.seconds:.0f}s")
+        for ev in res.evals:
+            print("  " + " ".join(f"{k}={v:.2f}" if isinstance(v, float) else f"{k}={v}"
+                                  for k, v in ev.items()))
+    return 0

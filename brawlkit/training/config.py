@@ -1,0 +1,174 @@
+"""The training configuration, declared once.
+
+:class:`TrainConfig` is the single declaration of every setting a run depends
+on (CleanRL's ``Args`` is the model): ``python -m brawlkit train`` derives one
+``--flag`` per field from it (:func:`add_config_arguments`), the
+``train_role`` notebook passes its parameters through :meth:`TrainConfig.from_dict`,
+and every checkpoint's metadata records :meth:`TrainConfig.to_dict`.  Adding a
+field here adds the flag, the notebook parameter and the metadata entry.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any
+
+from brawlkit.env.rewards import REWARD_NAMES
+
+ROLES = ("main", "main_exploiter", "league_exploiter")
+VEC_KINDS = ("inproc", "subproc")
+
+
+def _opt(default: Any, help: str, **cli: Any) -> Any:
+    """A config field: its default, the help text of its CLI flag, extra argparse options."""
+    if isinstance(default, tuple):
+        return field(default_factory=lambda: default, metadata={"help": help, **cli})
+    return field(default=default, metadata={"help": help, **cli})
+
+
+@dataclass
+class TrainConfig:
+    """Everything a training run depends on; stored in every checkpoint's metadata."""
+
+    # --- the run
+    role: str = _opt("main", "league role (today every role trains against the CPU curriculum; "
+                     "the league's opponents come with the league)", choices=ROLES)
+    generations: int = _opt(3, "generations to train; each ends with a checkpoint and an evaluation")
+    steps_per_generation: int = _opt(100_000, "env steps per generation")
+    n_envs: int = _opt(2, "parallel envs (one game server each)")
+    seed: int = _opt(0, "seeds PPO, the envs' matches and the curriculum")
+    vec: str = _opt("inproc", "inproc: all envs in this process, all commands sent before any "
+                    "snapshot is read (measured faster on 2 cores); subproc: SB3 SubprocVecEnv",
+                    choices=VEC_KINDS)
+    # --- env
+    action_repeat: int = _opt(4, "ticks each action covers; recorded in the checkpoint and its "
+                              ".bpw, so eval and brawlpit_bot play at the same cadence")
+    reward: str = _opt("tiered", "reward preset (" + " | ".join(REWARD_NAMES) + "), optionally "
+                       "with overrides, e.g. 'tiered:win=5,idle_per_s=0.05' (docs/rewards.md)")
+    max_episode_steps: int | None = _opt(None, "truncate training episodes after N steps "
+                                         "(tiny test runs only)")
+    # --- PPO (stable-baselines3 names)
+    learning_rate: float = _opt(3e-4, "Adam learning rate", aliases=("--lr",))
+    n_steps: int = _opt(1024, "rollout length per env (shrunk so a generation holds a rollout)")
+    batch_size: int = _opt(256, "minibatch size")
+    n_epochs: int = _opt(5, "PPO epochs per rollout")
+    gamma: float = _opt(0.99, "discount factor")
+    gae_lambda: float = _opt(0.95, "GAE lambda")
+    clip_range: float = _opt(0.2, "PPO clip range")
+    ent_coef: float = _opt(0.003, "entropy coefficient. Keep it small but positive: with SB3's "
+                           "0.0 nothing resists the Gaussian collapsing to zero variance, and "
+                           "once it has, the gradient that would pull it back vanishes with it")
+    log_std_init: float = _opt(0.0, "initial log std of the Gaussian policy (0 = std 1). Buttons "
+                               "press when their value > 0, so with std 1 early play is mostly "
+                               "noise and the deterministic policy (what ships) can lag behind")
+    # --- opponents: the CPU curriculum
+    curriculum_k: int = _opt(10, "level L+1 unlocks after winning >= half of the last K games "
+                             "at level L; also the window of the sampling win rate")
+    curriculum_floor: float = _opt(0.05, "minimum sampling weight of an unlocked level")
+    # --- evaluation at each generation's end (the deterministic policy: what ships)
+    eval_levels: tuple[int, ...] = _opt((1, 3, 5), "CPU levels evaluated at each generation's end")
+    eval_episodes: int = _opt(4, "matches per evaluated level")
+
+    def validate(self) -> None:
+        """Raise ``ValueError`` naming the first bad setting and what it must be."""
+        if self.role not in ROLES:
+            raise ValueError(f"role must be one of {ROLES}, got {self.role!r}")
+        if self.vec not in VEC_KINDS:
+            raise ValueError(f"vec must be one of {VEC_KINDS}, got {self.vec!r}")
+        for name in ("generations", "steps_per_generation", "n_envs", "n_steps", "batch_size",
+                     "n_epochs", "action_repeat", "curriculum_k"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.ent_coef < 0:
+            raise ValueError(f"ent_coef must be >= 0, got {self.ent_coef}")
+        if not 0 < self.gamma <= 1 or not 0 <= self.gae_lambda <= 1:
+            raise ValueError("gamma must be in (0, 1] and gae_lambda in [0, 1]")
+        if any(not 1 <= lv <= 8 for lv in self.eval_levels):
+            raise ValueError(f"eval_levels must be CPU levels 1..8, got {self.eval_levels}")
+
+    def ppo_n_steps(self) -> int:
+        """Rollout length per env: the configured value, shrunk so one generation
+        holds at least one rollout (tiny test runs)."""
+        return max(8, min(self.n_steps, self.steps_per_generation // self.n_envs))
+
+    def ppo_batch_size(self) -> int:
+        return max(8, min(self.batch_size, self.ppo_n_steps() * self.n_envs))
+
+    # ------------------------------------------------------------ conversions
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON data (tuples as lists): what the run metadata records."""
+        return {k: list(v) if isinstance(v, tuple) else v
+                for k, v in dataclasses.asdict(self).items()}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
+        """A validated config from ``data`` (missing keys take the defaults).
+
+        Unknown keys are an error that lists the known ones, so a typo in a
+        notebook parameter or an old metadata file never passes silently.
+        """
+        names = config_fields()
+        unknown = sorted(set(data) - set(names))
+        if unknown:
+            raise ValueError(f"unknown TrainConfig setting(s) {unknown}; known: {sorted(names)}")
+        values = {k: _coerce(names[k], v) for k, v in data.items()}
+        cfg = cls(**values)
+        cfg.validate()
+        return cfg
+
+
+def config_fields() -> dict[str, Any]:
+    """Field name -> resolved type, in declaration order."""
+    hints = typing.get_type_hints(TrainConfig)
+    return {f.name: hints[f.name] for f in dataclasses.fields(TrainConfig)}
+
+
+def _coerce(tp: Any, value: Any) -> Any:
+    if value is None:
+        return None
+    if typing.get_origin(tp) is tuple:
+        if isinstance(value, str):
+            value = [x for x in value.split(",") if x.strip()]
+        return tuple(int(x) for x in value)
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        inner = [a for a in typing.get_args(tp) if a is not type(None)]
+        return _coerce(inner[0], value)
+    if tp is float and isinstance(value, int):
+        return float(value)
+    return value
+
+
+def _parse(tp: Any) -> Any:
+    """The argparse ``type`` callable of a field type."""
+    if typing.get_origin(tp) is tuple:
+        return lambda s: tuple(int(x) for x in s.split(",") if x.strip())
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        inner = [a for a in typing.get_args(tp) if a is not type(None)][0]
+
+        def opt(s: str) -> Any:
+            return None if s.lower() in ("none", "") else inner(s)
+        return opt
+    return tp
+
+
+def add_config_arguments(parser: argparse.ArgumentParser) -> None:
+    """One ``--field-name`` per :class:`TrainConfig` field, with its default and help."""
+    group = parser.add_argument_group("training configuration (TrainConfig; docs/cli.md)")
+    defaults = TrainConfig()
+    for f in dataclasses.fields(TrainConfig):
+        tp = config_fields()[f.name]
+        meta = dict(f.metadata)
+        flags = [f"--{f.name.replace('_', '-')}", *meta.pop("aliases", ())]
+        default = getattr(defaults, f.name)
+        shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
+        group.add_argument(*flags, dest=f.name, type=_parse(tp), default=default,
+                           help=f"{meta.pop('help')} (default: {shown})", **meta)
+
+
+def config_from_args(args: argparse.Namespace) -> TrainConfig:
+    """The :class:`TrainConfig` of parsed arguments (validated)."""
+    return TrainConfig.from_dict({name: getattr(args, name) for name in config_fields()})

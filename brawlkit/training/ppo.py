@@ -1,0 +1,298 @@
+"""Train one league role with SB3 PPO over real packets — read it top to bottom.
+
+``python -m brawlkit train --role main ...`` (``training/cli.py``) and the notebook
+``notebooks/train_role.ipynb`` both call :func:`train` with a :class:`TrainConfig`.
+
+One run, step by step:
+
+1. run directory: a fresh ``runs/<role>/<time>-s<seed>``, or the newest run of
+   the role with ``resume=True`` (``training/checkpoints.py``);
+2. opponents: the :class:`~brawlkit.league.CpuCurriculum` (its state resumes too);
+3. envs: N :class:`~brawlkit.env.BrawlpitEnv`, one server each, stepped together
+   by :class:`~brawlkit.env.vecenv.BrawlpitVecEnv` (``parallel=N`` lets each
+   server choose its busy-poll window), plus two evaluation envs;
+4. model: SB3 PPO with the network of :mod:`brawlkit.export.actor`, stamped with
+   how it is trained (action repeat, input layout, reward preset) so the saved
+   zip carries it;
+5. per generation: ``learn`` for ``steps_per_generation`` env steps, evaluate the
+   deterministic policy (what ships) against fixed CPU levels, save
+   ``gen_XXXX.zip`` + ``gen_XXXX.json``.
+
+Logs: CSV (``progress*.csv``) + TensorBoard in the run dir, keys ``train/*``,
+``rollout/*``, ``reward/<tier>``, ``eval/win_rate/cpu_L``, ``play/spam_fraction``,
+``curriculum/*`` (docs/cli.md lists them).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from brawlkit.common.threads import limit_threads
+from brawlkit.env.observation import INPUT_LAYOUT
+from brawlkit.export.actor import network_description, policy_kwargs
+from brawlkit.export.bpw import PolicyMeta
+from brawlkit.league import CpuCurriculum
+from brawlkit.training.checkpoints import (
+    DEFAULT_RUNS_ROOT,
+    find_resume_dir,
+    generation_paths,
+    list_checkpoints,
+    new_run_dir,
+    newest_metadata,
+    now_iso,
+    save_generation,
+    stamp_model,
+)
+from brawlkit.training.config import TrainConfig
+
+#: evaluation envs: two, whatever the training width (episodes alternate between them)
+N_EVAL_ENVS = 2
+
+
+@dataclass
+class TrainResult:
+    run_dir: Path
+    checkpoints: list[Path] = field(default_factory=list)
+    evals: list[dict[str, Any]] = field(default_factory=list)
+    total_timesteps: int = 0
+    seconds: float = 0.0
+
+    @property
+    def final_checkpoint(self) -> Path | None:
+        return self.checkpoints[-1] if self.checkpoints else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "run_dir": str(self.run_dir),
+            "checkpoints": [str(p) for p in self.checkpoints],
+            "final_checkpoint": str(self.final_checkpoint) if self.final_checkpoint else None,
+            "evals": self.evals,
+            "total_timesteps": self.total_timesteps,
+            "seconds": round(self.seconds, 2),
+        }
+
+
+def policy_meta(cfg: TrainConfig) -> PolicyMeta:
+    """How a policy trained with ``cfg`` must be played (recorded in zip and blob)."""
+    return PolicyMeta(action_repeat=cfg.action_repeat, input_layout=INPUT_LAYOUT,
+                      reward=cfg.reward.partition(":")[0])
+
+
+def build_model(cfg: TrainConfig, venv: Any) -> Any:
+    """A fresh SB3 PPO of the project's network with ``cfg``'s hyperparameters."""
+    from stable_baselines3 import PPO
+
+    model = PPO(
+        "MlpPolicy", venv, learning_rate=cfg.learning_rate, n_steps=cfg.ppo_n_steps(),
+        batch_size=cfg.ppo_batch_size(), n_epochs=cfg.n_epochs, gamma=cfg.gamma,
+        gae_lambda=cfg.gae_lambda, clip_range=cfg.clip_range, ent_coef=cfg.ent_coef,
+        policy_kwargs=policy_kwargs(cfg.log_std_init), seed=cfg.seed, device="cpu", verbose=0,
+    )
+    stamp_model(model, policy_meta(cfg))
+    return model
+
+
+def scratch_checkpoint(path: str | Path, seed: int = 0, learn_steps: int = 128,
+                       cfg: TrainConfig | None = None) -> Path:
+    """A checkpoint of the project's shape without a game server: PPO on the
+    zero-cost env for ``learn_steps`` (weights off their initialisation), saved with
+    the metadata of ``cfg``.  For notebooks, benchmarks and tests."""
+    from brawlkit.env.dummy import ZeroCostEnv
+
+    cfg = cfg or TrainConfig(n_steps=64, batch_size=32, n_epochs=2)
+    cfg = TrainConfig.from_dict({**cfg.to_dict(), "seed": seed, "n_envs": 1})
+    model = build_model(cfg, ZeroCostEnv(random_obs=True))
+    if learn_steps:
+        model.learn(learn_steps)
+    model.save(str(path))
+    p = Path(path)
+    return p if p.suffix == ".zip" else p.with_name(p.name + ".zip")
+
+
+def _run_dir(cfg: TrainConfig, run_dir: str | Path | None, runs_root: str | Path,
+              resume: bool) -> tuple[Path, dict[str, Any] | None]:
+    """(run dir, metadata of the generation to resume from or None)."""
+    if resume:
+        rd = Path(run_dir) if run_dir else find_resume_dir(cfg.role, runs_root)
+        if rd is None or not list_checkpoints(rd):
+            raise FileNotFoundError(f"--resume: no checkpoint of role {cfg.role!r} under "
+                                    f"{run_dir or Path(runs_root) / cfg.role}")
+        return rd, newest_metadata(rd)
+    rd = Path(run_dir) if run_dir else new_run_dir(cfg.role, cfg.seed, runs_root)
+    if list_checkpoints(rd):
+        raise FileExistsError(f"{rd} already holds checkpoints: pass resume=True (--resume) "
+                              "or choose another run_dir")
+    return rd, None
+
+
+def _make_envs(cfg: TrainConfig, sampler: CpuCurriculum) -> tuple[Any, list[Any]]:
+    """(training vec env, evaluation envs)."""
+    from stable_baselines3.common.vec_env import VecMonitor
+
+    from brawlkit.env import BrawlpitEnv
+    from brawlkit.env.rewards import make_reward
+    from brawlkit.env.vecenv import NextOpponent, make_vec_env
+
+    env_kw: dict[str, Any] = dict(mode="lockstep", action_repeat=cfg.action_repeat)
+    if cfg.vec == "subproc":
+        # the sampler lives in this process; each worker gets its picks pushed (one
+        # episode late) and, being a process of its own, a server that never spins
+        firsts = [sampler.sample() for _ in range(cfg.n_envs)]
+
+        def env_fn(i: int) -> Any:
+            return lambda: NextOpponent(BrawlpitEnv(
+                opponent=firsts[i], reward=make_reward(cfg.reward), server_spin_us=0,
+                max_episode_steps=cfg.max_episode_steps, **env_kw), firsts[i])
+    else:
+        def env_fn(i: int) -> Any:
+            return lambda: BrawlpitEnv(
+                opponent="cpu:1", opponent_sampler=sampler, reward=make_reward(cfg.reward),
+                parallel=cfg.n_envs, max_episode_steps=cfg.max_episode_steps, **env_kw)
+
+    venv = VecMonitor(make_vec_env([env_fn(i) for i in range(cfg.n_envs)], vec=cfg.vec))
+    try:
+        n_eval = min(N_EVAL_ENVS, cfg.n_envs)
+        evals = [BrawlpitEnv(opponent="cpu:1", parallel=n_eval, **env_kw) for _ in range(n_eval)]
+    except BaseException:
+        venv.close()
+        raise
+    return venv, evals
+
+
+def _load_or_build(cfg: TrainConfig, venv: Any, rdir: Path,
+                   resume_from: dict[str, Any] | None) -> tuple[Any, str | None]:
+    """(model, parent checkpoint name): the resumed generation, or a fresh model."""
+    if resume_from is None:
+        return build_model(cfg, venv), None
+    from stable_baselines3 import PPO
+
+    gen = int(resume_from["generation"])
+    zip_path = generation_paths(rdir, gen)[0]
+    model = PPO.load(str(zip_path), env=venv, device="cpu")
+    model.ent_coef = cfg.ent_coef
+    model.set_random_seed(cfg.seed + gen + 1)
+    stamp_model(model, policy_meta(cfg))
+    # SB3's CSV writer truncates: keep the earlier part under its own name
+    old = rdir / "progress.csv"
+    if old.is_file():
+        old.rename(rdir / f"progress_until_gen_{gen:04d}.csv")
+    return model, zip_path.name
+
+
+def _progress_bar(cfg: TrainConfig, enabled: bool) -> Any:
+    if not enabled:
+        return None
+    # tqdm.auto: a widget bar inside Jupyter (one line in a papermill output
+    # instead of hundreds of carriage-return updates), text in a terminal
+    from tqdm.auto import tqdm
+
+    return tqdm(total=cfg.generations * cfg.steps_per_generation, desc=f"train {cfg.role}",
+                unit="step", mininterval=2.0, dynamic_ncols=True, file=sys.stderr)
+
+
+def _log_evals(model: Any, gen: int, evals: dict[str, dict[str, Any]]) -> None:
+    for name, ev in evals.items():
+        model.logger.record(f"eval/win_rate/{name}", ev["win_rate"])
+        model.logger.record(f"eval/draw_rate/{name}", ev["draw_rate"])
+        model.logger.record(f"eval/spam_fraction/{name}", ev["spam_fraction"])
+    model.logger.record("eval/generation", gen)
+    model.logger.record("time/total_timesteps", model.num_timesteps)
+    model.logger.dump(model.num_timesteps)
+
+
+_EVAL_KEYS = ("episodes", "win_rate", "draw_rate", "loss_rate", "mean_stock_diff", "spam_fraction")
+
+
+def train(cfg: TrainConfig | None = None, *, run_dir: str | Path | None = None,
+          runs_root: str | Path = DEFAULT_RUNS_ROOT, resume: bool = False,
+          progress: bool = True) -> TrainResult:
+    """Train ``cfg.role`` for ``cfg.generations`` x ``cfg.steps_per_generation`` env steps.
+
+    ``run_dir`` defaults to a fresh ``runs/<role>/<timestamp>-s<seed>``; with
+    ``resume=True`` and no ``run_dir`` the role's run with the newest
+    checkpoint continues (its generations, sampler state and logs).
+    """
+    cfg = cfg or TrainConfig()
+    cfg.validate()
+    limit_threads()
+    from stable_baselines3.common.logger import configure
+
+    from brawlkit.env.rewards import make_reward, reward_config
+    from brawlkit.training.callbacks import TrainCallback
+    from brawlkit.training.evaluate import evaluate_model
+
+    reward_weights = reward_config(make_reward(cfg.reward))  # fails fast on a bad reward spec
+    rdir, resume_from = _run_dir(cfg, run_dir, runs_root, resume)
+    rdir.mkdir(parents=True, exist_ok=True)
+    start_gen = int(resume_from["generation"]) + 1 if resume_from else 0
+
+    sampler = CpuCurriculum(k=cfg.curriculum_k, floor=cfg.curriculum_floor, seed=cfg.seed + start_gen)
+    if resume_from and resume_from.get("sampler"):
+        sampler.load_state_dict(resume_from["sampler"])
+
+    result = TrainResult(run_dir=rdir)
+    t0 = time.perf_counter()
+    venv, eval_envs = _make_envs(cfg, sampler)
+    pbar = None
+    model = None
+    try:
+        model, parent = _load_or_build(cfg, venv, rdir, resume_from)
+        model.set_logger(configure(str(rdir), ["csv", "tensorboard"]))
+        pbar = _progress_bar(cfg, progress)
+        callback = TrainCallback(sampler, cfg.n_envs, push_opponents=cfg.vec == "subproc", pbar=pbar)
+
+        for gen in range(start_gen, start_gen + cfg.generations):
+            g0 = time.perf_counter()
+            steps_before = model.num_timesteps
+            model.learn(total_timesteps=cfg.steps_per_generation, reset_num_timesteps=False,
+                        callback=callback, log_interval=1, progress_bar=False)
+            train_s = time.perf_counter() - g0
+            evals = evaluate_model(model, cfg.eval_levels, cfg.eval_episodes, eval_envs,
+                                   policy_meta(cfg))
+            _log_evals(model, gen, evals)
+            zip_path = save_generation(model, rdir, gen, {
+                "role": cfg.role,
+                "parent": parent,
+                "steps": int(model.num_timesteps),
+                "steps_this_generation": int(model.num_timesteps - steps_before),
+                "created": now_iso(),
+                "seed": cfg.seed,
+                "config": cfg.to_dict(),
+                "policy": {**network_description(), "obs_dim": int(venv.observation_space.shape[0]),
+                           "act_dim": int(venv.action_space.shape[0]),
+                           **vars(policy_meta(cfg))},
+                "reward_config": reward_weights,
+                "sampler": sampler.state_dict(),
+                "eval": {k: {kk: v[kk] for kk in _EVAL_KEYS} for k, v in evals.items()},
+                "train_seconds": round(train_s, 2),
+                "eval_seconds": round(time.perf_counter() - g0 - train_s, 2),
+            })
+            parent = zip_path.name
+            result.checkpoints.append(zip_path)
+            result.evals.append({"generation": gen, "steps": int(model.num_timesteps),
+                                 **{k: v["win_rate"] for k, v in evals.items()}})
+            _report(pbar, gen, int(model.num_timesteps), evals, sampler.max_level)
+        result.total_timesteps = int(model.num_timesteps)
+    finally:
+        if pbar is not None:
+            pbar.close()
+        for e in eval_envs:
+            e.close()
+        venv.close()
+        result.seconds = time.perf_counter() - t0
+        if model is not None:
+            model.logger.close()
+    return result
+
+
+def _report(pbar: Any, gen: int, steps: int, evals: dict[str, dict[str, Any]], level: int) -> None:
+    if pbar is not None:
+        pbar.set_postfix({k: f"{v['win_rate']:.2f}" for k, v in evals.items()} | {"lvl": level})
+    else:
+        print(f"gen {gen}: steps {steps} "
+              + " ".join(f"{k}={v['win_rate']:.2f}" for k, v in evals.items())
+              + f" max_level={level}", file=sys.stderr, flush=True)

@@ -1,0 +1,408 @@
+"""The wire layout, declared once: ctypes mirrors of ``native/include/brawlpit.h``.
+
+The header is the source of truth (``docs/protocol.md`` documents it); this
+module mirrors its packed structs field for field and asserts their sizes at
+import time, so a layout drift fails the moment anything imports it instead of
+training on garbage.  ``tests/test_protocol.py`` also compiles a C program that
+prints every size and field offset and compares them with these mirrors.
+
+Everything else about the layout is *derived* from the mirrors: the ``struct``
+formats of the per-step fast path (``struct`` unpacking is ~10x cheaper than
+``ctypes.from_buffer_copy``) and every packet packer below.  The env, the parity
+tool, the benchmarks and the tests all pack and parse through this module.
+
+Everything on the wire is little-endian; ``ctypes.LittleEndianStructure`` makes
+that explicit rather than relying on the host.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import struct
+from collections.abc import Sequence
+from typing import Any, NamedTuple, TypeVar
+
+from brawlkit.wire.constants import C
+
+_LE = ctypes.LittleEndianStructure
+
+
+class NetHeader(_LE):
+    _pack_ = 1
+    _fields_ = [
+        ("magic", ctypes.c_uint16),
+        ("version", ctypes.c_uint8),
+        ("type", ctypes.c_uint8),
+        ("seq", ctypes.c_uint32),
+        ("tick", ctypes.c_uint32),
+    ]
+
+
+class UserCmd(_LE):
+    _pack_ = 1
+    _fields_ = [
+        ("session", ctypes.c_uint32),
+        ("tick", ctypes.c_uint32),
+        ("cmd_seq", ctypes.c_uint32),
+        ("stick_x", ctypes.c_float),
+        ("stick_y", ctypes.c_float),
+        ("buttons", ctypes.c_uint32),
+        ("slot", ctypes.c_uint8),
+        ("repeat", ctypes.c_uint8),
+        ("reserved", ctypes.c_uint16),
+    ]
+
+
+class NetPlayer(_LE):
+    _pack_ = 1
+    _fields_ = [
+        ("x", ctypes.c_float),
+        ("y", ctypes.c_float),
+        ("vx", ctypes.c_float),
+        ("vy", ctypes.c_float),
+        ("damage", ctypes.c_float),
+        ("shield", ctypes.c_float),
+        ("stocks", ctypes.c_uint8),
+        ("facing", ctypes.c_int8),
+        ("flags", ctypes.c_uint8),
+        ("action_state", ctypes.c_uint8),
+        ("hitstun_ticks", ctypes.c_uint16),
+        ("jumps_left", ctypes.c_uint8),
+        ("slot", ctypes.c_uint8),
+    ]
+
+
+class MatchState(_LE):
+    _pack_ = 1
+    _fields_ = [
+        ("match_id", ctypes.c_uint32),
+        ("ticks_left", ctypes.c_uint32),
+        ("phase", ctypes.c_uint8),
+        ("winner", ctypes.c_uint8),
+        ("n_players", ctypes.c_uint8),
+        ("mode", ctypes.c_uint8),
+        ("ack_cmd_seq", ctypes.c_uint32),
+    ]
+
+
+class SnapshotPacket(_LE):
+    _pack_ = 1
+    _fields_ = [
+        ("hdr", NetHeader),
+        ("match", MatchState),
+        ("players", NetPlayer * 2),
+    ]
+
+
+class NetHello(_LE):
+    _pack_ = 1
+    _fields_ = [
+        ("want_slot", ctypes.c_uint8),
+        ("reserved", ctypes.c_uint8 * 3),
+        ("nonce", ctypes.c_uint32),
+    ]
+
+
+class NetWelcome(_LE):
+    _pack_ = 1
+    _fields_ = [
+        ("session", ctypes.c_uint32),
+        ("nonce", ctypes.c_uint32),
+        ("match_id", ctypes.c_uint32),
+        ("slot", ctypes.c_uint8),
+        ("mode", ctypes.c_uint8),
+        ("cpu_level", ctypes.c_uint8),
+        ("stocks", ctypes.c_uint8),
+        ("tick_hz", ctypes.c_uint16),
+        ("reserved", ctypes.c_uint16),
+        ("match_ticks", ctypes.c_uint32),
+    ]
+
+
+class NetBye(_LE):
+    _pack_ = 1
+    _fields_ = [("session", ctypes.c_uint32)]
+
+
+class NetReset(_LE):
+    _pack_ = 1
+    _fields_ = [
+        ("session", ctypes.c_uint32),
+        ("seed", ctypes.c_uint32),
+        ("cpu_level", ctypes.c_uint8),
+        ("reserved", ctypes.c_uint8 * 3),
+    ]
+
+
+class NetError(_LE):
+    _pack_ = 1
+    _fields_ = [
+        ("code", ctypes.c_uint16),
+        ("reserved", ctypes.c_uint16),
+        ("text", ctypes.c_char * int(C.BP_ERROR_TEXT_LEN)),
+    ]
+
+
+# Sizes fixed by the protocol (docs/protocol.md) and by the header's payload table.
+EXPECTED_SIZES: dict[type[ctypes.Structure], int] = {
+    NetHeader: 12,
+    UserCmd: 28,
+    NetPlayer: 32,
+    MatchState: 16,
+    SnapshotPacket: 92,
+    NetHello: 8,
+    NetWelcome: 24,
+    NetBye: 4,
+    NetReset: 12,
+    NetError: 40,
+}
+for _cls, _size in EXPECTED_SIZES.items():
+    assert ctypes.sizeof(_cls) == _size, (
+        f"brawlkit.wire.protocol.{_cls.__name__} is {ctypes.sizeof(_cls)} bytes, the wire "
+        f"needs {_size}: the ctypes mirror drifted from native/include/brawlpit.h"
+    )
+
+HEADER_SIZE = ctypes.sizeof(NetHeader)
+SNAPSHOT_SIZE = ctypes.sizeof(SnapshotPacket)
+
+#: payload struct of each packet type (SNAPSHOT's payload is MatchState + NetPlayer[2])
+PAYLOADS: dict[int, type[ctypes.Structure]] = {
+    C.BP_PKT_HELLO: NetHello,
+    C.BP_PKT_WELCOME: NetWelcome,
+    C.BP_PKT_CMD: UserCmd,
+    C.BP_PKT_BYE: NetBye,
+    C.BP_PKT_RESET: NetReset,
+    C.BP_PKT_ERROR: NetError,
+}
+
+#: total datagram length of each packet type (header + payload)
+PACKET_SIZES: dict[int, int] = {
+    **{t: HEADER_SIZE + ctypes.sizeof(cls) for t, cls in PAYLOADS.items()},
+    C.BP_PKT_SNAPSHOT: SNAPSHOT_SIZE,
+}
+
+
+class ProtocolError(ValueError):
+    """A datagram that is not a well-formed packet of the expected kind."""
+
+
+# ----------------------------------------------------------------- struct formats
+_CODES: dict[Any, str] = {
+    ctypes.c_uint8: "B", ctypes.c_int8: "b", ctypes.c_uint16: "H", ctypes.c_int16: "h",
+    ctypes.c_uint32: "I", ctypes.c_int32: "i", ctypes.c_float: "f", ctypes.c_char: "c",
+}
+
+
+def struct_format(cls: Any) -> str:
+    """The ``struct`` format (no byte-order prefix) of a packed ctypes mirror.
+
+    Nested structs are flattened field by field; a ``c_char`` array becomes one
+    ``Ns`` item, any other array its element repeated (so ``NetPlayer * 2``
+    unpacks to the two players' fields in a row).
+    """
+    if isinstance(cls, type) and issubclass(cls, ctypes.Array):
+        elem: Any = getattr(cls, "_type_")  # noqa: B009 - set by ctypes at class creation
+        length: int = getattr(cls, "_length_")  # noqa: B009
+        if elem is ctypes.c_char:
+            return f"{length}s"
+        return struct_format(elem) * length
+    if isinstance(cls, type) and issubclass(cls, ctypes.Structure):
+        return "".join(struct_format(t) for _, t, *_ in cls._fields_)
+    return _CODES[cls]
+
+
+def _struct(*parts: Any) -> struct.Struct:
+    return struct.Struct("<" + "".join(struct_format(p) for p in parts))
+
+
+_SNAP = _struct(SnapshotPacket)
+_CMD = _struct(NetHeader, UserCmd)
+_HELLO = _struct(NetHeader, NetHello)
+_RESET = _struct(NetHeader, NetReset)
+_BYE = _struct(NetHeader, NetBye)
+_MATCH_PLAYERS = _struct(MatchState, NetPlayer, NetPlayer)
+for _s, _t in ((_CMD, C.BP_PKT_CMD), (_HELLO, C.BP_PKT_HELLO), (_RESET, C.BP_PKT_RESET),
+               (_BYE, C.BP_PKT_BYE)):
+    assert _s.size == PACKET_SIZES[_t]
+assert _SNAP.size == SNAPSHOT_SIZE == HEADER_SIZE + _MATCH_PLAYERS.size
+_N_PLAYER = len(NetPlayer._fields_)
+_PLAYER_FLOATS = [i for i, (_, t, *_) in enumerate(NetPlayer._fields_) if t is ctypes.c_float]
+
+
+# ----------------------------------------------------------------- validation
+def validate_datagram(data: bytes) -> NetHeader:
+    """The header of a well-formed datagram: magic, version, known type, exact length.
+
+    Raises :class:`ProtocolError` naming what is wrong (the same rules the
+    server applies before counting a drop, docs/protocol.md "Validation").
+    """
+    if len(data) < HEADER_SIZE:
+        raise ProtocolError(f"datagram of {len(data)} bytes is shorter than a header")
+    hdr = NetHeader.from_buffer_copy(data, 0)
+    if hdr.magic != C.BP_MAGIC:
+        raise ProtocolError(f"bad magic 0x{hdr.magic:04X}")
+    if hdr.version != C.BP_PROTO_VERSION:
+        raise ProtocolError(f"protocol version {hdr.version}, expected {C.BP_PROTO_VERSION}")
+    want = PACKET_SIZES.get(hdr.type)
+    if want is None:
+        raise ProtocolError(f"unknown packet type {hdr.type}")
+    if len(data) != want:
+        raise ProtocolError(f"packet type {hdr.type} of {len(data)} bytes, expected {want}")
+    return hdr
+
+
+_P = TypeVar("_P", bound=ctypes.Structure)
+
+
+def parse_payload(data: bytes, cls: type[_P]) -> _P:
+    """The payload after the header as ``cls`` (validate the datagram first)."""
+    return cls.from_buffer_copy(data, HEADER_SIZE)
+
+
+# ----------------------------------------------------------------- snapshots
+class PlayerState(NamedTuple):
+    """One decoded ``NetPlayer`` (a NamedTuple: cheapest to build per step)."""
+
+    x: float
+    y: float
+    vx: float
+    vy: float
+    damage: float
+    shield: float
+    stocks: int
+    facing: int
+    flags: int
+    action_state: int
+    hitstun_ticks: int
+    jumps_left: int
+    slot: int
+
+    @property
+    def on_ground(self) -> bool:
+        return bool(self.flags & C.BP_PLAYER_FLAG_ON_GROUND)
+
+    @property
+    def offstage(self) -> bool:
+        return bool(self.flags & C.BP_PLAYER_FLAG_OFFSTAGE)
+
+    @property
+    def shielding(self) -> bool:
+        return bool(self.flags & C.BP_PLAYER_FLAG_SHIELDING)
+
+
+assert PlayerState._fields == tuple(n for n, *_ in NetPlayer._fields_)
+
+
+class Snapshot(NamedTuple):
+    """A decoded SNAPSHOT datagram; ``raw`` keeps the exact wire bytes."""
+
+    seq: int
+    tick: int
+    match_id: int
+    ticks_left: int
+    phase: int
+    winner: int
+    n_players: int
+    mode: int
+    ack_cmd_seq: int
+    players: tuple[PlayerState, PlayerState]
+    raw: bytes
+
+    @property
+    def over(self) -> bool:
+        return self.phase == C.BP_PHASE_OVER
+
+
+_P0 = len(NetHeader._fields_) + len(MatchState._fields_)  # first player field in the unpacked tuple
+_FLOAT_IDX = [_P0 + i for i in _PLAYER_FLOATS] + [_P0 + _N_PLAYER + i for i in _PLAYER_FLOATS]
+
+
+def parse_snapshot(data: bytes) -> Snapshot:
+    """Decode a SNAPSHOT datagram (validated, every float finite) into a :class:`Snapshot`."""
+    if len(data) != SNAPSHOT_SIZE:
+        validate_datagram(data)  # raises with the precise reason
+        raise ProtocolError(f"expected SNAPSHOT of {SNAPSHOT_SIZE} bytes, got {len(data)}")
+    v = _SNAP.unpack(data)
+    if v[0] != C.BP_MAGIC or v[1] != C.BP_PROTO_VERSION or v[2] != C.BP_PKT_SNAPSHOT:
+        validate_datagram(data)
+        raise ProtocolError(f"expected SNAPSHOT, got packet type {v[2]}")
+    for i in _FLOAT_IDX:
+        if not math.isfinite(v[i]):
+            raise ProtocolError("non-finite float in snapshot")
+    return Snapshot(
+        v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11],
+        (PlayerState(*v[_P0:_P0 + _N_PLAYER]), PlayerState(*v[_P0 + _N_PLAYER:_P0 + 2 * _N_PLAYER])),
+        data,
+    )
+
+
+def snapshot_or_none(data: bytes) -> Snapshot | None:
+    """:func:`parse_snapshot`, or None for anything that is not a valid SNAPSHOT."""
+    if len(data) != SNAPSHOT_SIZE:
+        return None
+    try:
+        return parse_snapshot(data)
+    except ProtocolError:
+        return None
+
+
+# ----------------------------------------------------------------- packers
+def _hdr(ptype: int, seq: int, tick: int = 0) -> tuple[int, int, int, int, int]:
+    return C.BP_MAGIC, C.BP_PROTO_VERSION, ptype, seq & 0xFFFFFFFF, tick & 0xFFFFFFFF
+
+
+def make_header(ptype: int, seq: int, tick: int = 0) -> NetHeader:
+    """A ``NetHeader`` of this protocol version (for building ctypes packets)."""
+    return NetHeader(*_hdr(ptype, seq, tick))
+
+
+def pack_hello(seq: int, want_slot: int, nonce: int) -> bytes:
+    """HELLO: join ``want_slot`` (0, 1 or ``BP_SLOT_ANY``); the nonce comes back in WELCOME."""
+    return _HELLO.pack(*_hdr(C.BP_PKT_HELLO, seq), want_slot, 0, 0, 0, nonce & 0xFFFFFFFF)
+
+
+def pack_reset(seq: int, session: int, seed: int, cpu_level: int) -> bytes:
+    """RESET: a fresh match with ``seed``; ``cpu_level`` 1..8, ``BP_CPU_NONE`` or ``BP_CPU_KEEP``."""
+    return _RESET.pack(*_hdr(C.BP_PKT_RESET, seq), session, seed & 0xFFFFFFFF, cpu_level, 0, 0, 0)
+
+
+def pack_bye(seq: int, session: int) -> bytes:
+    """BYE: leave the slot."""
+    return _BYE.pack(*_hdr(C.BP_PKT_BYE, seq), session)
+
+
+def pack_cmd(
+    seq: int, session: int, tick: int, cmd_seq: int, stick_x: float, stick_y: float,
+    buttons: int, slot: int, repeat: int,
+) -> bytes:
+    """CMD (header + UserCmd) covering ticks [tick, tick + repeat); ``tick`` is also the header's."""
+    return _CMD.pack(
+        *_hdr(C.BP_PKT_CMD, seq, tick), session, tick & 0xFFFFFFFF, cmd_seq & 0xFFFFFFFF,
+        stick_x, stick_y, buttons, slot, repeat, 0,
+    )
+
+
+def pack_snapshot(
+    players: Sequence[Sequence[Any]], *, match_id: int = 1, ticks_left: int = 0,
+    phase: int = C.BP_PHASE_PLAYING, winner: int = C.BP_WINNER_NONE, n_players: int = 2,
+    mode: int = C.BP_MODE_LOCKSTEP, ack_cmd_seq: int = 0, seq: int = 0, tick: int = 0,
+) -> bytes:
+    """A SNAPSHOT datagram as the server would send it (tools and tests build states with it).
+
+    ``players`` are two sequences of ``NetPlayer`` field values in field order
+    (a :class:`PlayerState` is one); floats round to float32 on packing.
+    """
+    if len(players) != 2:
+        raise ValueError("a snapshot carries exactly two players")
+    return _SNAP.pack(*_hdr(C.BP_PKT_SNAPSHOT, seq, tick), match_id, ticks_left & 0xFFFFFFFF,
+                      phase, winner, n_players, mode, ack_cmd_seq, *players[0], *players[1])
+
+
+def struct_layout(cls: type[ctypes.Structure]) -> list[tuple[str, int, int]]:
+    """(field, offset, size) for each field: what the C offset test compares."""
+    out = []
+    for name, *_ in cls._fields_:
+        desc = getattr(cls, name)
+        out.append((name, desc.offset, desc.size))
+    return out
