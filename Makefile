@@ -10,7 +10,7 @@ WHEELS := $(wildcard /opt/wheels)
 PIP_FLAGS := $(if $(WHEELS),--find-links $(WHEELS),)
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: all setup sysdeps build lint test pytest check train clean
+.PHONY: all setup sysdeps build lint test test-fast pytest check train lab clean
 
 all: build
 
@@ -52,11 +52,20 @@ check: build
 pytest: build
 	$(VPY) -m pytest -q tests
 
+# the unit tier only (no servers, no training, no notebooks): well under a minute
+test-fast: build
+	$(VPY) -m pytest -q -m "not servers and not training and not notebooks" tests
+
 test: build lint check pytest
 
 train: build
 	mkdir -p runs
 	$(VPY) -m papermill notebooks/train_role.ipynb runs/train_role_main.ipynb -p role main
+
+# JupyterLab on the notebooks (LAB_ARGS, e.g. LAB_ARGS="--no-browser --port 8890");
+# as root (containers, Colab-like boxes) Jupyter refuses to start without --allow-root
+lab: build
+	$(VPY) -m jupyter lab --notebook-dir=notebooks $(if $(filter 0,$(shell id -u)),--allow-root,) $(LAB_ARGS)
 
 clean:
 	$(MAKE) -C native clean

@@ -1,72 +1,89 @@
-"""brawlpit_bot (C, zero Python) plays a whole lockstep match against the CPU; the
-observations it built are replayed through the Python policy of the same blob and
-the decoded actions must agree on >= 99% of steps (buttons exactly, sticks within
-1e-5; in practice all)."""
+"""brawlpit_bot (C, zero Python) plays whole lockstep matches against the CPU: the
+observations it built are replayed through the Python policy of the same blob and the
+decoded actions must agree (buttons exactly, sticks within 1e-5); the same checkpoint
+in BrawlpitEnv and as the C bot plays the identical match; the bot plays at the action
+repeat the blob records; SIGHUP swaps weights without a restart."""
 
 from __future__ import annotations
 
 import re
 import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
-from _bpw_fixtures import NATIVE, make_trained_like_checkpoint
+from helpers import large_weight_checkpoint, run_cli
 
-from brawlkit import export as ex
+from brawlkit.env.actions import decode_action
+from brawlkit.export import bpw as ex
+from brawlkit.export.actor import NumpyPolicy, checkpoint_meta
+from brawlkit.export.cli import export_checkpoint
 
-
-@pytest.fixture(scope="module")
-def binaries():
-    subprocess.run(["make", "-s", "-C", str(NATIVE), "-f", "policy.mk", "build/brawlpit_bot"],
-                   check=True)
-    server = NATIVE / "build" / "brawlpit_server"
-    if not server.exists():
-        subprocess.run(["make", "-s", "-C", str(NATIVE), "build/brawlpit_server"], check=True)
-    return NATIVE / "build" / "brawlpit_bot", server
+pytestmark = pytest.mark.servers
 
 
-def play_one_lockstep_match(bot, server, blob, trace, seed: int, level: int):
+def run_bot(bot: Path, server_factory, blob: Path, trace: Path, seed: int, level: int,
+            *extra: str) -> tuple[int, int, str]:
     """brawlpit_bot plays one lockstep match vs CPU ``level`` on a fresh server;
-    returns (winner, ticks) from its result line, with the per-step trace in ``trace``."""
-    srv = subprocess.Popen([str(server), "--port", "0", "--mode", "lockstep", "--cpu-level",
-                            str(level), "--quiet"], stdout=subprocess.PIPE, text=True)
-    try:
-        port = int(srv.stdout.readline().split()[1])
-        r = subprocess.run([str(bot), "--server", f"127.0.0.1:{port}", "--weights", str(blob),
-                            "--matches", "1", "--seed", str(seed), "--cpu-level", str(level),
-                            "--trace", str(trace)],
-                           capture_output=True, text=True, timeout=120)
-    finally:
-        srv.terminate()
-        srv.wait(timeout=10)
+    returns (winner, ticks, stderr), with the per-step trace in ``trace``."""
+    srv = server_factory(mode="lockstep", cpu_level=level, spin_us=0)
+    host, port = srv.address
+    r = subprocess.run([str(bot), "--server", f"{host}:{port}", "--weights", str(blob),
+                        "--matches", "1", "--seed", str(seed), "--cpu-level", str(level),
+                        "--trace", str(trace), *extra],
+                       capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     m = re.fullmatch(r"match (\d+) winner (\d+) ticks (\d+)\n", r.stdout)
     assert m, r.stdout
-    return int(m.group(2)), int(m.group(3))
+    return int(m.group(2)), int(m.group(3)), r.stderr
 
 
-def test_bot_plays_lockstep_match(binaries, tmp_path):
-    bot, server = binaries
-    make_trained_like_checkpoint(tmp_path / "ppo.zip", seed=4)
-    ex.export_checkpoint(tmp_path / "ppo.zip", tmp_path / "p.bpw", compress="shuffle")
-    winner, ticks = play_one_lockstep_match(bot, server, tmp_path / "p.bpw",
-                                            tmp_path / "trace.txt", seed=7, level=3)
+def test_bot_plays_lockstep_match(bot_bin, server_factory, tmp_path):
+    large_weight_checkpoint(tmp_path / "ppo.zip", seed=4)
+    export_checkpoint(tmp_path / "ppo.zip", tmp_path / "p.bpw", compress="shuffle")
+    winner, ticks, _ = run_bot(bot_bin, server_factory, tmp_path / "p.bpw",
+                               tmp_path / "trace.txt", seed=7, level=3)
     assert winner in (0, 1, 2) and 0 < ticks <= 9000
     rows = np.loadtxt(tmp_path / "trace.txt", ndmin=2)
     assert len(rows) > 10
     assert np.all(np.diff(rows[:, 1]) == 4)  # lockstep, repeat 4, no skipped step
-    pol = ex.NumpyPolicy(tmp_path / "p.bpw")
+    pol = NumpyPolicy(tmp_path / "p.bpw")
     acts = pol.act(rows[:, 5:].astype(np.float32))
     # same action = same buttons and sticks within the forward-pass parity bound
     # (C and numpy sum in different orders, so sticks may differ in the last bits)
     same = []
     for a, r in zip(acts, rows, strict=True):
-        sx, sy, b = ex.decode_action(a)
+        sx, sy, b = decode_action(a)
         same.append(b == int(r[4]) and abs(sx - r[2]) <= 1e-5 and abs(sy - r[3]) <= 1e-5)
     assert np.mean(same) >= 0.99, np.mean(same)
 
 
-def test_c_bot_and_python_policy_play_the_same_match(binaries, tmp_path):
+@pytest.mark.training
+def test_action_repeat_2_is_carried_from_training_to_eval_and_the_bot(
+        trained_checkpoint, bot_bin, server_factory, tmp_path):
+    """Trained with --action-repeat 2: the blob records it, eval plays at 2, and
+    brawlpit_bot with no --repeat flag sends 2-tick commands."""
+    assert checkpoint_meta(trained_checkpoint).action_repeat == 2
+    r = run_cli("export", str(trained_checkpoint), "-o", str(tmp_path / "p.bpw"), "--json")
+    assert r.returncode == 0, r.stderr
+    assert ex.load_bpw(tmp_path / "p.bpw").meta.action_repeat == 2
+    from helpers import last_json
+
+    r = run_cli("eval", "--checkpoint", str(trained_checkpoint), "--vs", "cpu:1",
+                "--episodes", "2", "--json")
+    assert r.returncode == 0, r.stderr
+    ev = last_json(r.stdout)
+    assert ev["action_repeat"] == 2
+    # every step but a match's last covers exactly 2 ticks
+    assert 2 * (ev["mean_steps"] - 1) < ev["mean_ticks"] <= 2 * ev["mean_steps"]
+    _, ticks, err = run_bot(bot_bin, server_factory, tmp_path / "p.bpw", tmp_path / "t.txt",
+                            seed=3, level=1)
+    assert "action repeat 2" in err, err
+    rows = np.loadtxt(tmp_path / "t.txt", ndmin=2)
+    assert np.all(np.diff(rows[:, 1]) == 2) and len(rows) >= ticks // 2
+
+
+def test_c_bot_and_python_policy_play_the_same_match(bot_bin, server_factory, tmp_path):
     """The proof that the live game runs what was trained: the same checkpoint,
     once as SB3/torch in BrawlpitEnv and once as brawlpit_bot (C, zero Python),
     in lockstep against the same CPU with the same seed, plays the same match."""
@@ -76,25 +93,25 @@ def test_c_bot_and_python_policy_play_the_same_match(binaries, tmp_path):
 
     from brawlkit.env import BrawlpitEnv
 
-    bot, server = binaries
     # BRAWLKIT_E2E_CHECKPOINT=runs/main/.../gen_XXXX.zip runs this on a trained policy
     # (full-length matches); CI has none, so by default a large-weight random actor
     ckpt = os.environ.get("BRAWLKIT_E2E_CHECKPOINT")
     if ckpt is None:
         ckpt = str(tmp_path / "ppo.zip")
-        make_trained_like_checkpoint(tmp_path / "ppo.zip", seed=11)
-    ex.export_checkpoint(ckpt, tmp_path / "p.bpw", compress="auto")
+        large_weight_checkpoint(tmp_path / "ppo.zip", seed=11)
+    export_checkpoint(ckpt, tmp_path / "p.bpw", compress="auto")
     seed, level = 21, 3
 
     model = PPO.load(ckpt, device="cpu")
-    env = BrawlpitEnv(mode="lockstep", action_repeat=4, opponent=f"cpu:{level}")
+    env = BrawlpitEnv(mode="lockstep", action_repeat=checkpoint_meta(ckpt).action_repeat,
+                      opponent=f"cpu:{level}")
     py_steps = []
     try:
         obs, _ = env.reset(seed=seed)
         while True:
             tick = env.last_snapshot.tick
             action, _ = model.predict(obs, deterministic=True)
-            py_steps.append((tick, *ex.decode_action(action)))
+            py_steps.append((tick, *decode_action(action)))
             obs, _, term, trunc, info = env.step(action)
             if term or trunc:
                 break
@@ -102,8 +119,8 @@ def test_c_bot_and_python_policy_play_the_same_match(binaries, tmp_path):
     finally:
         env.close()
 
-    c_winner, c_ticks = play_one_lockstep_match(bot, server, tmp_path / "p.bpw",
-                                                tmp_path / "trace.txt", seed=seed, level=level)
+    c_winner, c_ticks, _ = run_bot(bot_bin, server_factory, tmp_path / "p.bpw",
+                                   tmp_path / "trace.txt", seed=seed, level=level)
     rows = np.loadtxt(tmp_path / "trace.txt", ndmin=2)
     c_steps = [(int(row[1]), float(row[2]), float(row[3]), int(row[4])) for row in rows]
 
@@ -130,23 +147,21 @@ def _constant_blob(stick_x: float) -> bytes:
     ])
 
 
-def test_bot_reloads_weights_on_sighup_and_keeps_old_ones_if_refused(binaries, tmp_path):
+def test_bot_reloads_weights_on_sighup_and_keeps_old_ones_if_refused(bot_bin, server_factory,
+                                                                     tmp_path):
     """A new checkpoint replaces the old one with no restart: SIGHUP reloads; a corrupt
     file is refused with a message and the bot plays on with the previous weights."""
     import signal
     import time
 
-    bot, server = binaries
     weights = tmp_path / "live.bpw"
     weights.write_bytes(_constant_blob(-0.5))
     trace = tmp_path / "trace.txt"
-    srv = subprocess.Popen([str(server), "--port", "0", "--mode", "realtime", "--cpu-level", "1",
-                            "--quiet"], stdout=subprocess.PIPE, text=True)
+    host, port = server_factory(mode="realtime", cpu_level=1).address
+    b = subprocess.Popen([str(bot_bin), "--server", f"{host}:{port}", "--weights", str(weights),
+                          "--matches", "1", "--seed", "3", "--trace", str(trace)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        port = int(srv.stdout.readline().split()[1])
-        b = subprocess.Popen([str(bot), "--server", f"127.0.0.1:{port}", "--weights", str(weights),
-                              "--matches", "1", "--seed", "3", "--trace", str(trace)],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         time.sleep(0.6)
         weights.write_bytes(b"BPW1 this is not a policy")
         b.send_signal(signal.SIGHUP)
@@ -157,10 +172,10 @@ def test_bot_reloads_weights_on_sighup_and_keeps_old_ones_if_refused(binaries, t
         b.send_signal(signal.SIGTERM)
         _, err = b.communicate(timeout=10)
     finally:
-        srv.terminate()
-        srv.wait(timeout=10)
+        if b.poll() is None:
+            b.kill()
     assert "refused" in err and "keeping the previous weights" in err, err
-    assert err.count("loaded weights") >= 2, err  # at start and after the second SIGHUP
+    assert err.count(": bpw v2") >= 2, err  # loaded at start and after the second SIGHUP
     sx = np.loadtxt(trace, ndmin=2)[:, 2]
     assert set(np.round(sx, 6)) <= {-0.5, 0.5}
     first_new = int(np.argmax(sx > 0))

@@ -3,19 +3,10 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
-
-
-def brawlkit(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "brawlkit", *args], capture_output=True,
-                          text=True, timeout=timeout)
-
-
-def last_json(out: str) -> dict:
-    return json.loads(out.strip().splitlines()[-1])
+from helpers import last_json
+from helpers import run_cli as brawlkit
 
 
 def test_help_lists_every_command() -> None:
@@ -32,9 +23,11 @@ def test_unknown_command_and_bench_target_are_usage_errors() -> None:
     assert r.returncode == 2 and "env|native|train" in r.stderr
 
 
+@pytest.mark.servers
 def test_bench_env_json() -> None:
-    r = brawlkit("bench", "env", "--steps", "400", "--no-profile", "--json")
+    r = brawlkit("bench", "env", "--steps", "400", "--json")
     assert r.returncode == 0, r.stderr
+    assert len(r.stdout.strip().splitlines()) < 15, "profiler output only with --profile"
     res = last_json(r.stdout)
     for key in ("udp_lockstep_steps_per_s", "udp_fastforward_steps_per_s",
                 "inprocess_steps_per_s", "ratio_udp_lockstep_vs_inprocess"):
@@ -53,6 +46,8 @@ def test_bench_native_json() -> None:
     assert res["parity_c_vs_torch"] <= 1e-5
 
 
+@pytest.mark.servers
+@pytest.mark.training
 def test_bench_train_json_small() -> None:
     r = brawlkit("bench", "train", "--steps", "512", "--n-envs", "1", "--no-subproc",
                  "--no-profile", "--json")
@@ -68,6 +63,14 @@ def test_parity_json() -> None:
     assert r.returncode == 0, r.stderr
     res = last_json(r.stdout)
     assert res["states"] >= 500 and res["max_abs_diff"] <= 1e-6 and res["posture_mismatches"] == 0
+
+
+def test_every_command_has_help() -> None:
+    from brawlkit.cli import BENCHES, COMMANDS
+
+    for argv in [[c] for c in COMMANDS if c != "parena"] + [["bench", b] for b in BENCHES]:
+        r = brawlkit(*argv, "--help")
+        assert r.returncode == 0 and "usage:" in r.stdout, (argv, r.stderr)
 
 
 def test_cputable_json() -> None:

@@ -1,4 +1,5 @@
-"""brawlkit.export: the .bpw writer/reader, encodings, numpy forward, action decoding."""
+"""brawlkit.export: the .bpw writer/reader (v2 and v1), encodings, the numpy forward,
+the checkpoint's training metadata, the export CLI."""
 
 from __future__ import annotations
 
@@ -7,18 +8,24 @@ import struct
 
 import numpy as np
 import pytest
-from _bpw_fixtures import make_trained_like_checkpoint, torch_actor_mean
+from helpers import run_cli
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from brawlkit import export as ex
+from brawlkit.export import bpw as ex
+from brawlkit.export.actor import (
+    NumpyPolicy,
+    actor_layers,
+    checkpoint_meta,
+    load_sb3_policy,
+    torch_actor_mean,
+)
+from brawlkit.export.cli import export_checkpoint
 
 
-@pytest.fixture(scope="module")
-def ckpt(tmp_path_factory):
-    path = tmp_path_factory.mktemp("ckpt") / "ppo.zip"
-    model = make_trained_like_checkpoint(path, seed=1)
-    return path, model
+@pytest.fixture
+def ckpt(big_checkpoint):
+    return big_checkpoint
 
 
 def small_layers(seed: int = 0, dims=(31, 8, 8, 6)) -> list[ex.Layer]:
@@ -33,11 +40,11 @@ def small_layers(seed: int = 0, dims=(31, 8, 8, 6)) -> list[ex.Layer]:
 
 def test_export_roundtrip_is_exact(ckpt, tmp_path):
     path, model = ckpt
-    rep = ex.export_checkpoint(path, tmp_path / "p.bpw")
+    rep = export_checkpoint(path, tmp_path / "p.bpw")
     assert [(r["in"], r["out"], r["activation"]) for r in rep["layers"]] == [
         (31, 64, "tanh"), (64, 64, "tanh"), (64, 6, "none")]
     data = (tmp_path / "p.bpw").read_bytes()
-    assert len(data) == 20 + 3 * 12 + 4 * (31 * 64 + 64 + 64 * 64 + 64 + 64 * 6 + 6) == 26448
+    assert len(data) == 44 + 3 * 12 + 4 * (31 * 64 + 64 + 64 * 64 + 64 + 64 * 6 + 6) == 26472
     bpw = ex.read_bpw(data)
     pol = model.policy
     ref = [pol.mlp_extractor.policy_net[0], pol.mlp_extractor.policy_net[2], pol.action_net]
@@ -48,18 +55,19 @@ def test_export_roundtrip_is_exact(ckpt, tmp_path):
 
 def test_explicit_little_endian_layout():
     layers = small_layers()
-    raw = ex.pack_bpw(layers)
-    assert raw[:20] == b"BPW1" + struct.pack("<IIII", 1, 3, 31, 6)
-    assert raw[20:32] == struct.pack("<III", 31, 8, 1)
+    raw = ex.pack_bpw(layers, ex.PolicyMeta(action_repeat=3, input_layout=1, reward="tiered"))
+    assert raw[:28] == b"BPW1" + struct.pack("<IIIIII", 2, 3, 31, 6, 3, 1)
+    assert raw[28:44] == b"tiered" + b"\0" * 10
+    assert raw[44:56] == struct.pack("<III", 31, 8, 1)
     w = layers[0].weight
-    assert raw[56:60] == struct.pack("<f", w[0, 0])
-    assert raw[60:64] == struct.pack("<f", w[0, 1])  # row-major: same output row next
+    assert raw[80:84] == struct.pack("<f", w[0, 0])
+    assert raw[84:88] == struct.pack("<f", w[0, 1])  # row-major: same output row next
 
 
 def test_numpy_forward_matches_torch(ckpt, tmp_path):
     path, model = ckpt
-    ex.export_checkpoint(path, tmp_path / "p.bpw")
-    npol = ex.NumpyPolicy(tmp_path / "p.bpw")
+    export_checkpoint(path, tmp_path / "p.bpw")
+    npol = NumpyPolicy(tmp_path / "p.bpw")
     obs = np.random.default_rng(0).uniform(-2, 2, (10_000, 31)).astype(np.float32)
     mean = torch_actor_mean(model.policy, obs)
     assert np.abs(mean).max() > 1.0  # the test weights really leave [-1, 1]
@@ -74,7 +82,7 @@ def test_numpy_forward_matches_torch(ckpt, tmp_path):
 @pytest.mark.parametrize("compress", ["none", "lz4", "shuffle", "auto"])
 def test_encodings_roundtrip(ckpt, tmp_path, compress):
     path, _ = ckpt
-    rep = ex.export_checkpoint(path, tmp_path / "p.bpw", compress=compress)
+    rep = export_checkpoint(path, tmp_path / "p.bpw", compress=compress)
     data = (tmp_path / "p.bpw").read_bytes()
     want = {"none": "raw", "lz4": "lz4", "shuffle": "shuffle", "auto": rep["best"]}[compress]
     assert ex.blob_kind(data) == want == rep["encoding"]
@@ -84,7 +92,7 @@ def test_encodings_roundtrip(ckpt, tmp_path, compress):
 
 def test_compression_report(ckpt, tmp_path):
     path, _ = ckpt
-    raw = ex.pack_bpw(ex.actor_layers(ex.load_sb3_policy(path)))
+    raw = ex.pack_bpw(actor_layers(load_sb3_policy(path)))
     rep = ex.compression_report(raw)
     assert rep["raw_bytes"] == len(raw)
     assert rep["shuffle_lz4_bytes"] < rep["raw_bytes"]  # shuffle helps float weights a bit
@@ -111,19 +119,26 @@ def _mut(raw: bytes, off: int, val: int) -> bytes:
     "mutate, message",
     [
         (lambda r: b"BPW2" + r[4:], "unknown blob magic"),
-        (lambda r: _mut(r, 4, 2), "unknown version 2"),
+        (lambda r: _mut(r, 4, 3), "unknown version 3"),
         (lambda r: _mut(r, 8, 0), "n_layers 0"),
         (lambda r: _mut(r, 8, 17), "n_layers 17"),
         (lambda r: _mut(r, 12, 30), "layer 0 in=31 != obs_dim=30"),
         (lambda r: _mut(r, 16, 7), "!= act_dim=7"),
-        (lambda r: _mut(r, 28, 3), "unknown activation 3"),
-        (lambda r: _mut(r, 36, 9), "layer 2 in=8 != previous layer out=9"),
-        (lambda r: _mut(r, 24, 5000), "outside 1..4096"),
+        (lambda r: _mut(r, 20, 0), "action_repeat 0 outside"),
+        (lambda r: _mut(r, 20, 65), "action_repeat 65 outside"),
+        (lambda r: _mut(r, 24, 0), "input_layout 0"),
+        (lambda r: r[:28] + b"x" * 16 + r[44:], "not NUL-terminated"),
+        (lambda r: r[:28] + b"ab\0c" + b"\0" * 12 + r[44:], "after its NUL"),
+        (lambda r: r[:28] + b"a\x07\0" + b"\0" * 13 + r[44:], "not printable"),
+        (lambda r: _mut(r, 52, 3), "unknown activation 3"),
+        (lambda r: _mut(r, 60, 9), "layer 2 in=8 != previous layer out=9"),
+        (lambda r: _mut(r, 48, 5000), "outside 1..4096"),
         (lambda r: r[:-1], "truncated payload"),
-        (lambda r: r[:40], "truncated layer table"),
+        (lambda r: r[:64], "truncated layer table"),
+        (lambda r: r[:30], "truncated version-2 header"),
         (lambda r: r[:10], "truncated header"),
         (lambda r: r + b"\0\0\0\0", "trailing data"),
-        (lambda r: _mut(r, 56, 0x7FC00000), "non-finite"),
+        (lambda r: _mut(r, 80, 0x7FC00000), "non-finite"),
     ],
 )
 def test_reader_rejects_with_clear_message(mutate, message):
@@ -150,63 +165,77 @@ def test_wrappers_reject():
         ex.read_bpw(b"\0" * 64)
 
 
-def test_unsupported_actor_refused(tmp_path):
+def test_version_1_blob_still_loads_with_the_old_defaults(ckpt, tmp_path):
+    path, model = ckpt
+    layers = actor_layers(model.policy)
+    v1 = ex.pack_bpw(layers, version=1)
+    assert v1[:20] == b"BPW1" + struct.pack("<IIII", 1, 3, 31, 6) and len(v1) == 26472 - 24
+    for data in (v1, ex.compress_lz4(v1), ex.compress_shuffled(v1)):
+        bpw = ex.read_bpw(data)
+        assert bpw.version == 1
+        assert bpw.meta == ex.PolicyMeta(action_repeat=4, input_layout=1, reward="")
+    obs = np.random.default_rng(2).uniform(-1, 1, (64, 31)).astype(np.float32)
+    assert np.array_equal(NumpyPolicy(v1).forward(obs), NumpyPolicy(ex.pack_bpw(layers)).forward(obs))
+    with pytest.raises(ValueError, match="cannot carry"):
+        ex.pack_bpw(layers, ex.PolicyMeta(action_repeat=2), version=1)
+
+
+def test_checkpoint_meta_reads_the_zip_and_defaults_for_old_checkpoints(ckpt, tmp_path):
+    from brawlkit.env.dummy import ZeroCostEnv
+    from brawlkit.training.config import TrainConfig
+    from brawlkit.training.ppo import build_model, scratch_checkpoint
+
+    cfg = TrainConfig(action_repeat=3, reward="outcome:win=2", n_steps=64, batch_size=32)
+    p = scratch_checkpoint(tmp_path / "new.zip", learn_steps=0, cfg=cfg)
+    assert checkpoint_meta(p) == ex.PolicyMeta(action_repeat=3, input_layout=1, reward="outcome")
+    export_checkpoint(p, tmp_path / "new.bpw", compress="lz4")
+    assert ex.load_bpw(tmp_path / "new.bpw").meta == checkpoint_meta(p)
+    # a checkpoint saved before the metadata existed (plain SB3): the version-1 defaults
+    old = build_model(TrainConfig(n_envs=1), ZeroCostEnv())
+    delattr(old, "brawlkit")
+    old.save(str(tmp_path / "old.zip"))
+    assert checkpoint_meta(tmp_path / "old.zip") == ex.PolicyMeta()
+    with pytest.raises(ValueError, match="not a zip"):
+        checkpoint_meta(tmp_path / "new.bpw")
+
+
+def test_unsupported_actor_refused(ckpt):
+    import copy
+
     import torch
 
-    from brawlkit.bench_native import make_model
-
-    model = make_model(0)
-    model.policy.mlp_extractor.policy_net[1] = torch.nn.ReLU()
+    policy = copy.deepcopy(ckpt[1].policy)
+    policy.mlp_extractor.policy_net[1] = torch.nn.ReLU()
     with pytest.raises(ValueError, match="unsupported actor module ReLU"):
-        ex.actor_layers(model.policy)
-
-
-def test_decode_action_rule():
-    assert ex.decode_action([1.5, -2.0, 0.1, 0.0, -0.0, 1e-30]) == (1.0, -1.0, 1 | 8)
-    assert ex.decode_action([np.nan, 0.25, np.nan, 1, 1, -1]) == (0.0, 0.25, 2 | 4)
-    assert ex.decode_action(np.zeros(6, np.float32)) == (0.0, 0.0, 0)
-    with pytest.raises(ValueError):
-        ex.decode_action([0.0] * 5)
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.floats(width=32, allow_nan=False), min_size=6, max_size=6))
-def test_decode_action_property(a):
-    sx, sy, b = ex.decode_action(a)
-    assert -1.0 <= sx <= 1.0 and -1.0 <= sy <= 1.0
-    assert sx == float(np.clip(np.float32(a[0]), -1, 1))
-    assert b == sum(1 << i for i in range(4) if a[2 + i] > 0)
+        actor_layers(policy)
 
 
 def test_export_module_has_no_torch_at_import():
     import subprocess
     import sys
 
-    code = "import sys, brawlkit.export; print('torch' in sys.modules, 'stable_baselines3' in sys.modules)"
+    code = ("import sys, brawlkit.export.bpw, brawlkit.export.actor; "
+            "print('torch' in sys.modules, 'stable_baselines3' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
 
 
-def test_export_cli_writes_a_blob_the_c_loader_accepts(ckpt, tmp_path):
-    import json
+def test_export_cli_writes_a_blob_the_c_loader_accepts(ckpt, tmp_path, policy_tools):
     import subprocess
-    import sys
 
-    from _bpw_fixtures import build_policy_tools
+    from helpers import last_json
 
-    ckpt = ckpt[0]
     out = tmp_path / "cli.bpw"
-    r = subprocess.run([sys.executable, "-m", "brawlkit", "export", str(ckpt), "-o", str(out),
-                        "--compress", "auto", "--json"], capture_output=True, text=True)
+    r = run_cli("export", str(ckpt[0]), "-o", str(out), "--compress", "auto", "--json")
     assert r.returncode == 0, r.stderr
-    summary = json.loads(r.stdout.strip().splitlines()[-1])
+    summary = last_json(r.stdout)
     assert summary["out"] == str(out) and [lay["out"] for lay in summary["layers"]] == [64, 64, 6]
-    tool, _ = build_policy_tools()
-    assert subprocess.run([str(tool), "check", str(out)], capture_output=True).returncode == 0
+    assert summary["version"] == 2 and summary["action_repeat"] == 4
+    info = subprocess.run([str(policy_tools[0]), "info", str(out)], capture_output=True, text=True)
+    assert info.returncode == 0 and "action_repeat 4" in info.stdout, info.stdout + info.stderr
     # a missing or non-checkpoint file is refused with a message naming it
     bad = tmp_path / "not_a_checkpoint.zip"
     bad.write_bytes(b"garbage")
-    r = subprocess.run([sys.executable, "-m", "brawlkit", "export", str(bad), "-o",
-                        str(tmp_path / "x.bpw")], capture_output=True, text=True)
+    r = run_cli("export", str(bad), "-o", str(tmp_path / "x.bpw"))
     assert r.returncode != 0 and "not_a_checkpoint.zip" in r.stderr
     assert "Traceback" not in r.stderr

@@ -1,4 +1,4 @@
-"""The Python observation builder (DESIGN §4): values, bounds, tie rules, speed."""
+"""The Python observation builder (docs/observation.md): values, bounds, tie rules."""
 
 from __future__ import annotations
 
@@ -10,8 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from brawlkit.constants import C
-from brawlkit.observation import (
+from brawlkit.env.observation import (
     OBS_DIM,
     OBS_NAMES,
     POSTURES,
@@ -22,8 +21,9 @@ from brawlkit.observation import (
     commander_posture,
     posture_of,
 )
-from brawlkit.parity import P, snapshot_bytes
-from brawlkit.protocol import ProtocolError, parse_snapshot
+from brawlkit.tools.parity import P, snapshot_bytes
+from brawlkit.wire.constants import C
+from brawlkit.wire.protocol import ProtocolError, parse_snapshot
 
 
 def obs(p0: P, p1: P, t: int = 3000, slot: int = 0) -> np.ndarray:

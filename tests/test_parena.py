@@ -14,15 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from brawlkit.constants import repo_root
+from brawlkit.common.paths import repo_root
 from brawlkit.parena import compile_file, compile_source, stdlib_dir
 from brawlkit.parena.check import LabelRef
 from brawlkit.parena.syntax import Node, Num, walk
 
 ROOT = repo_root()
 STDLIB = sorted(stdlib_dir().rglob("*.prn"))
-CC = shutil.which("cc") or shutil.which("gcc")
-CFLAGS = ["-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-ffp-contract=off"]
 
 
 def _cli(args: list[str], python: str = sys.executable) -> subprocess.CompletedProcess[str]:
@@ -206,12 +204,12 @@ def _boundary_pool(fn_body: list[tuple]) -> list[float]:
     return sorted(pool)
 
 
-def _build_lib(mod, tmp_path: Path) -> ctypes.CDLL:
+def _build_lib(cc: list[str], mod, tmp_path: Path) -> ctypes.CDLL:
     h, c = mod.c_sources(mod.name)
     (tmp_path / f"{mod.name}.h").write_text(h)
     (tmp_path / f"{mod.name}.c").write_text(c)
     so = tmp_path / f"lib{mod.name}.so"
-    subprocess.run([CC, *CFLAGS, "-shared", "-fPIC", str(tmp_path / f"{mod.name}.c"), "-o", str(so),
+    subprocess.run([*cc, "-shared", "-fPIC", str(tmp_path / f"{mod.name}.c"), "-o", str(so),
                     "-lm"], check=True, capture_output=True, text=True)
     return ctypes.CDLL(str(so))
 
@@ -222,9 +220,9 @@ def _same(a: float, b: float) -> bool:
     return a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
 
 
-def _agree(mod, tmp_path: Path, n: int, seed: int, specials: tuple[float, ...] = ()
-           ) -> tuple[int, dict[str, set[int]]]:
-    lib = _build_lib(mod, tmp_path)
+def _agree(cc: list[str], mod, tmp_path: Path, n: int, seed: int,
+           specials: tuple[float, ...] = ()) -> tuple[int, dict[str, set[int]]]:
+    lib = _build_lib(cc, mod, tmp_path)
     rng = random.Random(seed)
     checked = 0
     seen: dict[str, set[int]] = {}
@@ -260,12 +258,11 @@ def _agree(mod, tmp_path: Path, n: int, seed: int, specials: tuple[float, ...] =
     return checked, seen
 
 
-@pytest.mark.skipif(CC is None, reason="no C compiler")
 @pytest.mark.parametrize("path", STDLIB, ids=[p.name for p in STDLIB])
-def test_stdlib_python_and_c_agree(tmp_path: Path, path: Path) -> None:
+def test_stdlib_python_and_c_agree(cc, tmp_path: Path, path: Path) -> None:
     """Property: every stdlib function, 10,000 random + boundary inputs, identical results."""
     mod = compile_file(path)
-    checked, seen = _agree(mod, tmp_path, 10_000, seed=1234)
+    checked, seen = _agree(cc, mod, tmp_path, 10_000, seed=1234)
     assert checked >= 10_000
     for name, labels in seen.items():  # the inputs reach most rules, not just the first
         assert len(labels) >= 0.75 * len(mod.checked.functions[name].labels or ()), (name, labels)
@@ -297,12 +294,11 @@ fn classify(a, b) -> verdict {
 """
 
 
-@pytest.mark.skipif(CC is None, reason="no C compiler")
-def test_language_features_agree_including_nan_inf(tmp_path: Path) -> None:
+def test_language_features_agree_including_nan_inf(cc, tmp_path: Path) -> None:
     mod = compile_source(FEATURES, "features.prn")
     assert mod.checked.consts["K"] == 3 * 0.1
     specials = (math.inf, -math.inf, math.nan, 0.0, -0.0, 5e-324, 1.7976931348623157e308)
-    checked, seen = _agree(mod, tmp_path, 5_000, seed=99, specials=specials)
+    checked, seen = _agree(cc, mod, tmp_path, 5_000, seed=99, specials=specials)
     assert checked >= 15_000 and seen["classify"] == {0, 1, 2, 3}
     assert math.isinf(mod.functions["ratio"](1.0, -0.0)) and mod.functions["ratio"](1.0, -0.0) < 0
     assert math.isnan(mod.functions["ratio"](0.0, 0.0))

@@ -6,27 +6,14 @@ import json
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
-import pytest
+from helpers import ROOT, run_cli
 
-from brawlkit import parity
-from brawlkit.constants import repo_root
-from brawlkit.observation import OBS_DIM
+from brawlkit.env.observation import OBS_DIM
+from brawlkit.tools import parity
 
-ROOT = repo_root()
 NATIVE = ROOT / "native"
-CC = shutil.which("cc") or shutil.which("gcc")
-pytestmark = pytest.mark.skipif(CC is None or shutil.which("make") is None,
-                                reason="needs a C compiler and make")
-CFLAGS = ["-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-ffp-contract=off"]
-
-
-@pytest.fixture(scope="module")
-def obs_bin() -> Path:
-    return parity.build_obs_bin()
-
 
 def test_parity_10k_states(obs_bin: Path, tmp_path: Path) -> None:
     res = parity.run(states=10_000, seed=7, json_out=tmp_path / "r.json", obs_bin=obs_bin)
@@ -49,8 +36,8 @@ def test_edge_cases_are_named_and_cover_the_brief() -> None:
     assert any(n.startswith("kill_percent") for n in names)
 
 
-def _mutant(tmp_path: Path, edit) -> Path:
-    """Build brawlpit_obs from an edited copy of native/src/obs.c."""
+def _mutant(cc: list[str], tmp_path: Path, edit) -> Path:
+    """Build brawlpit_obs from an edited copy of native/src/obs.c, with the build's flags."""
     src = (NATIVE / "src" / "obs.c").read_text()
     mutated = edit(src)
     assert mutated != src, "mutation did not apply"
@@ -58,7 +45,7 @@ def _mutant(tmp_path: Path, edit) -> Path:
     shutil.copy(NATIVE / "src" / "obs.h", tmp_path / "obs.h")
     gen = NATIVE / "build" / "gen"
     out = tmp_path / "brawlpit_obs"
-    subprocess.run([CC, *CFLAGS, f"-I{NATIVE / 'include'}", f"-I{tmp_path}", f"-I{gen}",
+    subprocess.run([*cc, f"-I{NATIVE / 'include'}", f"-I{tmp_path}", f"-I{gen}",
                     str(tmp_path / "obs.c"), str(NATIVE / "src" / "obs_tool.c"),
                     str(gen / "commander_mod.c"), "-o", str(out), "-lm"],
                    check=True, capture_output=True, text=True)
@@ -71,30 +58,29 @@ def _drop_dim(n: int):
     return edit
 
 
-def test_unwritten_dimension_is_caught(obs_bin: Path, tmp_path: Path) -> None:
-    bad = _mutant(tmp_path, _drop_dim(30))
+def test_unwritten_dimension_is_caught(cc, tmp_path: Path) -> None:
+    bad = _mutant(cc, tmp_path, _drop_dim(30))
     res = parity.run(states=2_000, seed=1, obs_bin=bad)
     assert not res["ok"]
     assert res["worst_dim"] == 30 and res["max_abs_diff"] is None  # NaN-filled -> inf
-    # ...and through the CLI the way `make check-obs` runs it: exit 1, JSON last line
-    r = subprocess.run([sys.executable, "-m", "brawlkit.parity", "--states", "500", "--json",
-                        "--obs-bin", str(bad)], cwd=ROOT, capture_output=True, text=True)
+    # ...and through the CLI the way `make check` runs it: exit 1, JSON last line
+    r = run_cli("parity", "--states", "500", "--json", "--obs-bin", str(bad))
     assert r.returncode == 1
     last = json.loads(r.stdout.strip().splitlines()[-1])
     assert last["ok"] is False and last["worst_dim"] == 30
     assert "MISMATCH" in r.stdout
 
 
-def test_changed_normalisation_is_caught(tmp_path: Path, obs_bin: Path) -> None:
-    bad = _mutant(tmp_path, lambda s: s.replace("D(p->vx) / D(BP_OBS_VEL_SCALE)",
+def test_changed_normalisation_is_caught(cc, tmp_path: Path) -> None:
+    bad = _mutant(cc, tmp_path, lambda s: s.replace("D(p->vx) / D(BP_OBS_VEL_SCALE)",
                                                 "D(p->vx) / (D(BP_OBS_VEL_SCALE) + 1.0)"))
     res = parity.run(states=1_000, seed=2, obs_bin=bad)
     assert not res["ok"] and res["worst_dim"] in (2, 10) and res["max_abs_diff"] > 1e-3
 
 
-def test_posture_drift_is_caught(tmp_path: Path, obs_bin: Path) -> None:
+def test_posture_drift_is_caught(cc, tmp_path: Path) -> None:
     """A C posture that disagrees with the .prn (here: rules 3 and 4 swapped in obs.c)."""
-    bad = _mutant(tmp_path, lambda s: s.replace("k == posture ?",
+    bad = _mutant(cc, tmp_path, lambda s: s.replace("k == posture ?",
                                                 "k == (posture == 3 ? 4 : posture) ?"))
     res = parity.run(states=2_000, seed=3, obs_bin=bad)
     assert not res["ok"] and res["posture_mismatches"] > 0
@@ -113,21 +99,3 @@ def test_obs_tool_rejects_bad_records(obs_bin: Path, tmp_path: Path) -> None:
         r = subprocess.run([str(obs_bin), str(tmp_path / "in.bin"), str(tmp_path / "o.bin")],
                            capture_output=True, text=True)
         assert r.returncode == 1 and msg in r.stderr, r.stderr
-
-
-def test_make_check_obs(obs_bin: Path) -> None:
-    """The permanent native check (what `make -C native check` runs via check-obs)."""
-    r = subprocess.run(["make", "-s", "-C", str(NATIVE), "-f", "obs.mk", "check-obs",
-                        f"PYTHON={sys.executable}", "PARITY_STATES=10000"],
-                       capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
-    assert "states 10000" in r.stdout and "OK" in r.stdout
-
-
-def test_notebook_runs_through_papermill(tmp_path: Path, obs_bin: Path) -> None:
-    pm = pytest.importorskip("papermill")
-    out = tmp_path / "obs_parity.out.ipynb"
-    pm.execute_notebook(str(ROOT / "notebooks" / "obs_parity.ipynb"), str(out),
-                        kernel_name="python3", parameters={"states": 2000, "seed": 5},
-                        cwd=str(ROOT), progress_bar=False)
-    assert '"ok": true' in out.read_text() or "PARITY OK" in out.read_text()

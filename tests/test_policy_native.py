@@ -2,14 +2,15 @@
 
 - parity: C forward vs the torch actor mean on 10,000 observations, max abs diff <= 1e-5
   (the numpy forward too), for raw, LZ4 and shuffled blobs of the same weights;
-- action decoding: C ``bp_action_decode`` == ``brawlkit.export.decode_action``;
+- action decoding: C ``bp_action_decode`` == ``brawlkit.env.actions.decode_action``;
+- the blob's training metadata (v2) as the C loader reports it, and v1 blobs;
 - fuzz: 10,000 corrupted / truncated / wrong-version / bit-flipped / size-lied blobs
   (raw, LZ4, shuffled) streamed into ONE process of the AddressSanitizer+UBSan build;
   it must exit 0 (any ASan/UBSan report aborts it non-zero), and for every blob C's
   accept/refuse equals the Python reader's.  Must-refuse classes (truncation, wrong
   version/magic, header lies, trailing bytes, any change to a compressed blob) are
   asserted refused; a bit flip in a raw blob's float payload is accepted iff the values
-  stay finite (the raw format has no checksum — documented in export.py / policy.h).
+  stay finite (the raw format has no checksum — docs/bpw.md).
 """
 
 from __future__ import annotations
@@ -19,23 +20,24 @@ import subprocess
 
 import numpy as np
 import pytest
-from _bpw_fixtures import build_policy_tools, make_trained_like_checkpoint, torch_actor_mean
 
-from brawlkit import export as ex
+from brawlkit.env.actions import decode_action
+from brawlkit.export import bpw as ex
+from brawlkit.export.actor import NumpyPolicy, actor_layers, torch_actor_mean
 
-
-@pytest.fixture(scope="module")
-def tools():
-    return build_policy_tools()
+HEAD = ex.HEADER_BYTES[ex.VERSION]
 
 
 @pytest.fixture(scope="module")
-def ckpt(tmp_path_factory):
-    d = tmp_path_factory.mktemp("native")
-    path = d / "ppo.zip"
-    model = make_trained_like_checkpoint(path, seed=3)
-    raw = ex.pack_bpw(ex.actor_layers(ex.load_sb3_policy(path)))
-    return d, model, raw
+def tools(policy_tools):
+    return policy_tools
+
+
+@pytest.fixture(scope="module")
+def ckpt(big_checkpoint):
+    path, model = big_checkpoint
+    meta = ex.PolicyMeta(action_repeat=2, input_layout=1, reward="tiered")
+    return path.parent, model, ex.pack_bpw(actor_layers(model.policy), meta)
 
 
 def c_forward(exe, blob_path, obs, tmp, ref=False):
@@ -65,7 +67,7 @@ def test_c_forward_parity_with_torch_and_numpy(tools, ckpt, tmp_path):
     c = outs["none"]
     assert np.array_equal(c, outs["lz4"]) and np.array_equal(c, outs["shuffle"])
     diff_c = float(np.abs(c - mean).max())
-    diff_np = float(np.abs(ex.NumpyPolicy(raw).forward(obs) - mean).max())
+    diff_np = float(np.abs(NumpyPolicy(raw).forward(obs) - mean).max())
     diff_ref = float(np.abs(c_forward(exe, tmp_path / "none.bpw", obs, tmp_path, ref=True)
                             - mean).max())
     print(f"max|C-torch|={diff_c:.3g} max|numpy-torch|={diff_np:.3g} max|Cref-torch|={diff_ref:.3g}")
@@ -91,7 +93,7 @@ def test_c_decode_matches_python(tools, tmp_path):
     assert len(lines) == len(a)
     for row, line in zip(a, lines, strict=True):
         sx, sy, b = line.split()
-        assert (np.float32(sx), np.float32(sy), int(b)) == ex.decode_action(row), row
+        assert (np.float32(sx), np.float32(sy), int(b)) == decode_action(row), row
 
 
 def test_check_cli_messages(tools, ckpt, tmp_path):
@@ -101,6 +103,20 @@ def test_check_cli_messages(tools, ckpt, tmp_path):
     good.write_bytes(ex.compress_shuffled(raw))
     r = subprocess.run([str(exe), "check", str(good)], capture_output=True, text=True)
     assert r.returncode == 0 and "ok kind=shuffle layers=3 obs=31 act=6" in r.stdout
+    r = subprocess.run([str(exe), "info", str(good)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    for line in ("version 2", "action_repeat 2", "input_layout 1", "reward tiered"):
+        assert line in r.stdout.splitlines(), r.stdout
+    v1 = tmp_path / "v1.bpw"
+    v1.write_bytes(ex.pack_bpw(ex.parse_bpw(raw).layers, version=1))
+    r = subprocess.run([str(exe), "info", str(v1)], capture_output=True, text=True)
+    for line in ("version 1", "action_repeat 4", "input_layout 1"):
+        assert line in r.stdout.splitlines(), r.stdout
+    for off, val, msg in ((20, 0, "action_repeat"), (24, 0, "input_layout")):
+        bad = tmp_path / "m.bpw"
+        bad.write_bytes(raw[:off] + struct.pack("<I", val) + raw[off + 4:])
+        r = subprocess.run([str(exe), "check", str(bad)], capture_output=True, text=True)
+        assert r.returncode == 1 and msg in r.stdout, r.stdout
     bad = tmp_path / "b.bpw"
     bad.write_bytes(raw[:4] + struct.pack("<I", 9) + raw[8:])
     r = subprocess.run([str(exe), "check", str(bad)], capture_output=True, text=True)
@@ -116,6 +132,10 @@ LIES = [0, 1, 2, 3, 5, 6, 7, 8, 9, 16, 17, 31, 32, 63, 64, 65, 4096, 4097, 0x100
         0x7FFFFFFF, 0x80000000, 0xFFFFFFFF]
 
 
+def _head(raw: bytes) -> int:
+    return ex.HEADER_BYTES[struct.unpack_from("<I", raw, 4)[0]]
+
+
 def _small_raw(rng) -> bytes:
     dims = [31] + [int(rng.integers(1, 12)) for _ in range(int(rng.integers(0, 3)))] + [6]
     layers = []
@@ -123,7 +143,10 @@ def _small_raw(rng) -> bytes:
         w = rng.standard_normal((dims[i + 1], dims[i])).astype(np.float32)
         b = rng.standard_normal(dims[i + 1]).astype(np.float32)
         layers.append(ex.Layer(w, b, int(rng.integers(0, 2))))
-    return ex.pack_bpw(layers)
+    if rng.integers(0, 4) == 0:  # a quarter of the corpus in the old format
+        return ex.pack_bpw(layers, version=1)
+    meta = ex.PolicyMeta(int(rng.integers(1, 65)), 1, ["", "tiered", "llm_fighting"][int(rng.integers(0, 3))])
+    return ex.pack_bpw(layers, meta)
 
 
 def _mutate(rng, raw: bytes) -> tuple[bytes, str, bool]:
@@ -137,7 +160,7 @@ def _mutate(rng, raw: bytes) -> tuple[bytes, str, bool]:
     if kind == 1:  # one bit flip anywhere
         pos = int(rng.integers(0, len(blob)))
         blob[pos] ^= 1 << int(rng.integers(0, 8))
-        payload = not compressed and pos >= 20 + 12 * struct.unpack_from("<I", raw, 8)[0]
+        payload = not compressed and pos >= _head(raw) + 12 * struct.unpack_from("<I", raw, 8)[0]
         # raw header flips may still be valid (e.g. tanh<->none): oracle decides
         return bytes(blob), f"{enc}/flip", compressed or (not payload and pos < 20 and pos != 8)
     if kind == 2:  # several bit flips in the first 64 bytes (header, table, frame header)
@@ -147,7 +170,7 @@ def _mutate(rng, raw: bytes) -> tuple[bytes, str, bool]:
         return bytes(blob), f"{enc}/hdrflips", compressed
     if kind == 3:  # size lie in a header / table field (of the raw blob, then re-encoded)
         n_layers = struct.unpack_from("<I", raw, 8)[0]
-        fields = [8, 12, 16] + [20 + 12 * i + k for i in range(n_layers) for k in (0, 4)]
+        fields = [8, 12, 16] + [_head(raw) + 12 * i + k for i in range(n_layers) for k in (0, 4)]
         off = fields[int(rng.integers(0, len(fields)))]
         old = struct.unpack_from("<I", raw, off)[0]
         val = int(rng.choice(LIES + [old + 1, old - 1 if old else 1]))
@@ -156,7 +179,7 @@ def _mutate(rng, raw: bytes) -> tuple[bytes, str, bool]:
         r2 = raw[:off] + struct.pack("<I", val & 0xFFFFFFFF) + raw[off + 4:]
         return ex.encode_blob(r2, enc), f"{enc}/lie", True
     if kind == 4:  # wrong version (of the blob or of the BPWS wrapper)
-        v = int(rng.choice([0, 2, 3, 255, 0xFFFFFFFF]))
+        v = int(rng.choice([0, 3, 4, 255, 0xFFFFFFFF]))
         if enc == "shuffle" and rng.integers(0, 2):
             blob[4:8] = struct.pack("<I", v)
             return bytes(blob), "shuffle/wrapver", True
@@ -179,7 +202,7 @@ def _mutate(rng, raw: bytes) -> tuple[bytes, str, bool]:
         pos = int(rng.integers(4, len(blob)))
         blob[pos] = (blob[pos] + int(rng.integers(1, 256))) & 0xFF
         return bytes(blob), f"{enc}/byte", True
-    start = 20 + 12 * struct.unpack_from("<I", raw, 8)[0]
+    start = _head(raw) + 12 * struct.unpack_from("<I", raw, 8)[0]
     pos = start + 4 * int(rng.integers(0, (len(raw) - start) // 4))
     val = rng.choice([np.float32(np.nan), np.float32(np.inf), np.float32(-np.inf),
                       np.float32(1e30), np.float32(-0.0)])

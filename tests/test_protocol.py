@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import ctypes
 import random
-import shutil
 import struct
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from brawlkit import protocol as P
-from brawlkit.constants import C, header_path, parse_header
+from brawlkit.common.paths import header_path
+from brawlkit.wire import protocol as P
+from brawlkit.wire.constants import C, header_constants
 
 STRUCTS = [P.NetHeader, P.UserCmd, P.NetPlayer, P.MatchState, P.SnapshotPacket, P.NetHello,
            P.NetWelcome, P.NetBye, P.NetReset, P.NetError]
@@ -32,16 +32,11 @@ def _c_layout_program() -> str:
     return "\n".join(lines)
 
 
-@pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler")
-def test_c_sizes_and_offsets_match_ctypes(tmp_path: Path) -> None:
+def test_c_sizes_and_offsets_match_ctypes(cc, tmp_path: Path) -> None:
     src = tmp_path / "layout.c"
     src.write_text(_c_layout_program())
     exe = tmp_path / "layout"
-    subprocess.run(
-        ["cc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-I", str(header_path().parent),
-         str(src), "-o", str(exe)],
-        check=True,
-    )
+    subprocess.run([*cc, "-I", str(header_path().parent), str(src), "-o", str(exe)], check=True)
     out = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout
     seen = 0
     for line in out.splitlines():
@@ -114,11 +109,43 @@ def test_non_finite_floats_are_rejected() -> None:
 
 
 def test_constants_come_from_the_header(tmp_path: Path) -> None:
-    values = parse_header(header_path())
+    values = header_constants(header_path())
     assert values["BP_MAGIC"] == 0xB17E and values["BP_MATCH_TICKS"] == 9000
     assert C.BP_OBS_DIM == 31 and isinstance(C.BP_BLAST_X, float)
     bad = tmp_path / "bad.h"
     bad.write_text("#define BP_OK 1\n#define BP_EXPR (BP_OK + 1)\n")
     with pytest.raises(ValueError, match="bad.h:2"):
-        parse_header(bad)
-    assert struct.calcsize("<HBBII") == 12
+        header_constants(bad)
+    # the one header reader gives PARENA the float32 C computes with
+    from brawlkit.parena.header import read_header
+
+    odd = tmp_path / "odd.h"
+    odd.write_text("#define BP_TENTH 0.1f\n#define X_TENTH 0.1\n")
+    assert read_header(odd)["BP_TENTH"] == struct.unpack("<f", struct.pack("<f", 0.1))[0]
+    assert read_header(odd)["X_TENTH"] == 0.1 != read_header(odd)["BP_TENTH"]
+    assert header_constants(odd)["BP_TENTH"] == read_header(odd)["BP_TENTH"]
+
+
+def test_struct_formats_are_derived_from_the_mirrors() -> None:
+    assert P.struct_format(P.NetHeader) == "HBBII"
+    assert P.struct_format(P.NetHello) == "BBBBI"
+    assert P.struct_format(P.NetError).endswith(f"{C.BP_ERROR_TEXT_LEN}s")
+    assert struct.calcsize("<" + P.struct_format(P.SnapshotPacket)) == P.SNAPSHOT_SIZE
+
+
+def test_every_packer_makes_a_valid_datagram() -> None:
+    pkts = {
+        C.BP_PKT_HELLO: P.pack_hello(1, C.BP_SLOT_ANY, 0xABCD),
+        C.BP_PKT_RESET: P.pack_reset(2, 77, 2**32 + 5, C.BP_CPU_KEEP),
+        C.BP_PKT_BYE: P.pack_bye(3, 77),
+        C.BP_PKT_CMD: P.pack_cmd(4, 77, 10, 1, 0.5, 0.0, 3, 0, 4),
+        C.BP_PKT_SNAPSHOT: P.pack_snapshot([P.PlayerState(*[0] * 13)] * 2, ticks_left=5),
+    }
+    for ptype, data in pkts.items():
+        assert P.validate_datagram(data).type == ptype and len(data) == P.PACKET_SIZES[ptype]
+    hello = P.parse_payload(pkts[C.BP_PKT_HELLO], P.NetHello)
+    assert (hello.want_slot, hello.nonce) == (C.BP_SLOT_ANY, 0xABCD)
+    reset = P.parse_payload(pkts[C.BP_PKT_RESET], P.NetReset)
+    assert (reset.session, reset.seed, reset.cpu_level) == (77, 5, C.BP_CPU_KEEP)
+    assert P.parse_snapshot(pkts[C.BP_PKT_SNAPSHOT]).ticks_left == 5
+    assert P.snapshot_or_none(pkts[C.BP_PKT_CMD]) is None

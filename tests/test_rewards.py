@@ -7,9 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from brawlkit.constants import C
-from brawlkit.protocol import PlayerState, Snapshot
-from brawlkit.rewards import (
+from brawlkit.env.rewards import (
     TIERS,
     LlmFightingReward,
     OutcomeReward,
@@ -21,6 +19,8 @@ from brawlkit.rewards import (
     time_pressure_half_life,
     time_pressure_multiplier,
 )
+from brawlkit.wire.constants import C
+from brawlkit.wire.protocol import PlayerState, Snapshot
 
 M = int(C.BP_MATCH_TICKS)
 ACT = np.zeros(6, np.float32)

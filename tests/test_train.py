@@ -1,61 +1,79 @@
-"""PPO training of one role: curriculum, vec env, and a tiny real run (env + server).
-
-The real run is kept tiny (a few hundred steps, one eval match vs CPU 1) so the
-whole file stays well under a minute on 2 cores.
-"""
+"""Training one role: the configuration (one declaration: CLI, notebook, metadata), the
+in-process vec env, and tiny real runs over UDP (train, resume, eval, reproducibility)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import zipfile
-from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import last_json, run_cli
 
-from brawlkit.train import CpuCurriculum, OpponentSampler
-from brawlkit.vecenv import BrawlpitVecEnv
+from brawlkit.env.vecenv import BrawlpitVecEnv
+from brawlkit.training.cli import build_parser
+from brawlkit.training.config import TrainConfig, config_fields, config_from_args
 
-ROOT = Path(__file__).resolve().parent.parent
-SERVER = ROOT / "native" / "build" / "brawlpit_server"
-needs_server = pytest.mark.skipif(not SERVER.is_file(), reason="native server not built (make build)")
-
-
-# ------------------------------------------------------------------ curriculum (no server)
-def test_curriculum_unlocks_after_half_of_last_k_wins():
-    c = CpuCurriculum(k=4, seed=0)
-    assert isinstance(c, OpponentSampler)
-    assert c.max_level == 1 and {c.sample() for _ in range(20)} == {"cpu:1"}
-    for o in ("win", "loss", "win"):
-        c.record("cpu:1", o)
-    assert c.max_level == 1  # only 3 games so far
-    c.record("cpu:1", "win")  # 3 wins of the last 4 (>= half): unlock
-    assert c.max_level == 2
-    # a fresh level has p = 0.5 → the largest weight p(1−p)
-    w = c.weights()
-    assert w["cpu:2"] > w["cpu:1"]
-    assert c.win_rate("cpu:2") == 0.5
+#: a non-default value for every TrainConfig field: tiny, and each one different from
+#: its default, so a test run proves the flag reaches the run and its metadata
+NON_DEFAULT = {
+    "role": "main_exploiter", "generations": 1, "steps_per_generation": 192, "n_envs": 1,
+    "seed": 3, "vec": "subproc", "action_repeat": 3, "reward": "outcome:win=2",
+    "max_episode_steps": 50, "learning_rate": 1e-4, "n_steps": 64, "batch_size": 32,
+    "n_epochs": 1, "gamma": 0.98, "gae_lambda": 0.9, "clip_range": 0.3, "ent_coef": 0.01,
+    "log_std_init": -0.5, "curriculum_k": 5, "curriculum_floor": 0.1, "eval_levels": (2,),
+    "eval_episodes": 1,
+}
 
 
-def test_curriculum_weights_follow_p_one_minus_p_with_floor():
-    c = CpuCurriculum(k=10, floor=0.05, start=3, seed=1)
-    for _ in range(10):
-        c.record("cpu:1", "win")          # p = 1   -> floor
-    for i in range(10):
-        c.record("cpu:2", "win" if i % 2 else "loss")  # p = .5 -> .25
-    for i in range(10):
-        c.record("cpu:3", "win" if i < 2 else "loss")  # p = .2 -> .16
-    w = c.weights()
-    assert w["cpu:1"] == pytest.approx(0.05 / (0.05 + 0.25 + 0.16))
-    assert w["cpu:2"] == pytest.approx(0.25 / 0.46)
-    draws = [c.sample() for _ in range(4000)]
-    assert abs(draws.count("cpu:2") / 4000 - 0.25 / 0.46) < 0.03
-    assert draws.count("cpu:1") > 0  # never starved
-    c2 = CpuCurriculum(k=10, seed=5)
-    c2.load_state_dict(json.loads(json.dumps(c.state_dict())))
-    assert c2.weights() == w and c2.sample() == c.sample()
+def _flags(values: dict) -> list[str]:
+    out = []
+    for k, v in values.items():
+        out += [f"--{k.replace('_', '-')}", ",".join(map(str, v)) if isinstance(v, tuple) else str(v)]
+    return out
+
+
+# ------------------------------------------------------------------ the config (no server)
+def test_every_config_field_is_a_cli_flag():
+    assert set(NON_DEFAULT) == set(config_fields()), "give every new TrainConfig field a test value"
+    defaults = TrainConfig()
+    for k, v in NON_DEFAULT.items():
+        assert getattr(defaults, k) != v, k
+    cfg = config_from_args(build_parser().parse_args(_flags(NON_DEFAULT)))
+    assert dataclasses.asdict(cfg) == NON_DEFAULT
+    assert TrainConfig.from_dict(json.loads(json.dumps(cfg.to_dict()))) == cfg  # metadata round trip
+    assert config_from_args(build_parser().parse_args(["--lr", "0.5"])).learning_rate == 0.5
+
+
+def test_bad_settings_are_refused_with_their_name():
+    with pytest.raises(ValueError, match="unknown TrainConfig setting.*'lernrate'"):
+        TrainConfig.from_dict({"lernrate": 1e-3})
+    with pytest.raises(ValueError, match="n_envs must be >= 1"):
+        TrainConfig.from_dict({"n_envs": 0})
+    with pytest.raises(ValueError, match="eval_levels"):
+        TrainConfig.from_dict({"eval_levels": "1,9"})
+    r = run_cli("train", "--n-envs", "0")
+    assert r.returncode == 2 and "n_envs must be >= 1" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_notebook_parameters_are_config_fields():
+    """The train_role notebook's parameters are TrainConfig fields (None = the field's
+    default) plus a few notebook-only ones: the notebook declares no defaults of its own."""
+    import nbformat
+    from helpers import ROOT
+
+    nb = nbformat.read(ROOT / "notebooks" / "train_role.ipynb", as_version=4)
+    cell = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
+    ns: dict = {}
+    exec(cell.source, ns)  # noqa: S102 - our own notebook's literal assignments
+    params = {k: v for k, v in ns.items() if not k.startswith("__")}
+    notebook_only = {"config", "run_dir", "progress"}
+    assert set(params) - notebook_only <= set(config_fields())
+    for k in set(params) - notebook_only:
+        assert params[k] is None or (k == "role" and params[k] == TrainConfig().role), k
 
 
 # ------------------------------------------------------------------ vec env (fake envs)
@@ -100,25 +118,41 @@ def test_vecenv_sends_all_before_reading_and_auto_resets():
     v.close()
 
 
-# ------------------------------------------------------------------ tiny real run
-@needs_server
-def test_tiny_train_resume_and_eval_cli(tmp_path, capsys):
-    from brawlkit import evaluate, train
+# ------------------------------------------------------------------ tiny real runs
+@pytest.mark.training
+def test_every_setting_reaches_the_run_and_its_metadata(tmp_path):
+    run = tmp_path / "run"
+    r = run_cli("train", *_flags(NON_DEFAULT), "--run-dir", str(run), "--no-progress", "--json")
+    assert r.returncode == 0, r.stderr
+    meta = json.loads((run / "gen_0000.json").read_text())
+    assert meta["config"] == TrainConfig(**NON_DEFAULT).to_dict()
+    assert meta["role"] == "main_exploiter" and meta["seed"] == 3
+    assert meta["policy"]["action_repeat"] == 3 and meta["policy"]["reward"] == "outcome"
+    assert meta["reward_config"]["win"] == 2.0 and set(meta["eval"]) == {"cpu_2"}
+    data = json.loads(zipfile.ZipFile(run / "gen_0000.zip").read("data"))
+    assert data["brawlkit"] == {"action_repeat": 3, "input_layout": 1, "reward": "outcome"}
+    assert data["learning_rate"] == 1e-4 and data["n_epochs"] == 1 and data["gamma"] == 0.98
 
+
+@pytest.mark.training
+def test_tiny_train_resume_and_eval_cli(tmp_path):
     run = tmp_path / "runs" / "main" / "t"
     common = ["--role", "main", "--steps-per-generation", "256", "--n-envs", "2",
               "--run-dir", str(run), "--seed", "3", "--eval-levels", "1", "--eval-episodes", "1",
               "--max-episode-steps", "60", "--no-progress", "--json"]
-    assert train.main(["--generations", "1", *common]) == 0
-    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    r = run_cli("train", "--generations", "1", *common)
+    assert r.returncode == 0, r.stderr
+    out = last_json(r.stdout)
     zip0, meta0 = run / "gen_0000.zip", run / "gen_0000.json"
     assert zip0.is_file() and zipfile.is_zipfile(zip0) and meta0.is_file()
     assert out["final_checkpoint"] == str(zip0)
     meta = json.loads(meta0.read_text())
-    for key in ("role", "generation", "parent", "steps", "created", "seed", "eval", "obs_dim", "act_dim"):
+    for key in ("role", "generation", "parent", "steps", "created", "seed", "eval", "policy", "config"):
         assert key in meta
     assert meta["role"] == "main" and meta["generation"] == 0 and meta["parent"] is None
-    assert meta["obs_dim"] == 31 and meta["act_dim"] == 6 and meta["steps"] >= 256
+    assert meta["policy"]["obs_dim"] == 31 and meta["policy"]["act_dim"] == 6
+    assert meta["policy"]["net_arch"] == {"pi": [64, 64], "vf": [64, 64]}
+    assert meta["steps"] >= 256
     assert set(meta["eval"]) == {"cpu_1"} and meta["eval"]["cpu_1"]["episodes"] == 1
 
     df = pd.read_csv(run / "progress.csv")
@@ -129,30 +163,32 @@ def test_tiny_train_resume_and_eval_cli(tmp_path, capsys):
     assert list(run.glob("events.out.tfevents.*")), "no TensorBoard log"
 
     # --resume continues from the newest checkpoint
-    assert train.main(["--generations", "1", "--resume", *common]) == 0
-    capsys.readouterr()
+    r = run_cli("train", "--generations", "1", "--resume", *common)
+    assert r.returncode == 0, r.stderr
     meta1 = json.loads((run / "gen_0001.json").read_text())
     assert meta1["parent"] == "gen_0000.zip" and meta1["steps"] > meta["steps"]
+    assert (run / "progress_until_gen_0000.csv").is_file()
 
     # eval CLI: JSON on the last line
-    assert evaluate.main(["--checkpoint", str(zip0), "--vs", "cpu:1", "--episodes", "1", "--json"]) == 0
-    res = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert res["episodes"] == 1 and res["vs"] == "cpu:1"
+    r = run_cli("eval", "--checkpoint", str(zip0), "--vs", "cpu:1", "--episodes", "1", "--json")
+    assert r.returncode == 0, r.stderr
+    res = last_json(r.stdout)
+    assert res["episodes"] == 1 and res["vs"] == "cpu:1" and res["action_repeat"] == 4
     assert res["win_rate"] + res["draw_rate"] + res["loss_rate"] == pytest.approx(1.0)
 
 
-@needs_server
+@pytest.mark.training
 def test_seeded_runs_are_reproducible(tmp_path):
     import torch
     from stable_baselines3 import PPO
 
-    from brawlkit.train import train
+    from brawlkit.training.ppo import train
 
     params = []
     for name in ("a", "b"):
-        res = train(generations=1, steps_per_generation=128, n_envs=2, seed=11,
-                    run_dir=tmp_path / name, progress=False, eval_levels=(), n_steps=64,
-                    max_episode_steps=40)
+        cfg = TrainConfig(generations=1, steps_per_generation=128, n_envs=2, seed=11,
+                          eval_levels=(), n_steps=64, max_episode_steps=40)
+        res = train(cfg, run_dir=tmp_path / name, progress=False)
         model = PPO.load(str(res.final_checkpoint), device="cpu")
         params.append(torch.cat([p.detach().flatten() for p in model.policy.parameters()]))
     assert torch.equal(params[0], params[1])

@@ -53,6 +53,10 @@ def lib() -> ctypes.CDLL:
     so.bp_sim_step_cpu.restype = ctypes.c_int
     so.bp_match_cpu_vs_cpu.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_uint32]
     so.bp_match_cpu_vs_cpu.restype = ctypes.c_uint8
+    so.bp_sim_state_hash.argtypes = [vp]
+    so.bp_sim_state_hash.restype = ctypes.c_uint64
+    so.bp_cpu_match_seed.argtypes = [ctypes.c_uint32]
+    so.bp_cpu_match_seed.restype = ctypes.c_uint32
     return so
 
 

@@ -12,6 +12,7 @@ continues where it stopped.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Sequence
 from typing import Any
@@ -19,7 +20,7 @@ from typing import Any
 import numpy as np
 
 
-class OpponentSampler:
+class OpponentSampler(ABC):
     """The opponent-sampling hook: ``sample()`` picks, ``record()`` learns.
 
     The trainer calls :meth:`sample` at every episode start (directly, as the
@@ -29,11 +30,13 @@ class OpponentSampler:
     opponents by subclassing this (PFSP weights over the pool).
     """
 
+    @abstractmethod
     def sample(self) -> str:
-        raise NotImplementedError
+        """The next opponent spec (``"cpu:L"`` today)."""
 
+    @abstractmethod
     def record(self, opponent: str, outcome: str) -> None:
-        raise NotImplementedError
+        """Learn from one finished episode (``outcome``: win / draw / loss)."""
 
     def __call__(self) -> str:  # BrawlpitEnv(opponent_sampler=...) calls it
         return self.sample()

@@ -113,6 +113,7 @@ def summarize(results: list[dict[str, Any]], opponent: str) -> dict[str, Any]:
         "loss_rate": losses / n if n else 0.0,
         "mean_stock_diff": float(np.mean([r["stock_diff"] for r in results])) if n else 0.0,
         "mean_ticks": float(np.mean([r["ticks"] for r in results])) if n else 0.0,
+        "mean_steps": float(np.mean([r["steps"] for r in results])) if n else 0.0,
         "spam_fraction": float(np.mean([r["spam_fraction"] for r in results])) if n else 0.0,
     }
 

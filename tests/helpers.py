@@ -1,0 +1,113 @@
+"""Plain helpers shared by the test files (fixtures live in conftest.py)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from brawlkit.common.paths import repo_root
+
+ROOT = repo_root()
+
+
+def large_weight_checkpoint(path: Path, seed: int = 0) -> Any:
+    """A PPO of the project's network whose weights are re-drawn large (|w| up to 0.5),
+    so outputs leave [-1, 1], tanh saturates, and parity is tested on realistic
+    magnitudes rather than SB3's tiny action-head init.  Returns the model."""
+    import torch
+
+    from brawlkit.env.dummy import ZeroCostEnv
+    from brawlkit.training.config import TrainConfig
+    from brawlkit.training.ppo import build_model
+
+    model = build_model(TrainConfig(seed=seed, n_envs=1), ZeroCostEnv())
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.policy.parameters():
+            p.copy_(torch.rand(p.shape, generator=g) - 0.5)
+    model.save(str(path))
+    return model
+
+
+def run_cli(*args: str, timeout: float = 300, check: bool = False) -> subprocess.CompletedProcess[str]:
+    """``python -m brawlkit ARGS`` the way a user runs it."""
+    return subprocess.run([sys.executable, "-m", "brawlkit", *args], capture_output=True,
+                          text=True, timeout=timeout, check=check, cwd=ROOT)
+
+
+def last_json(out: str) -> Any:
+    """The JSON object on the last line of a ``--json`` command's stdout."""
+    import json
+
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def random_obs(n: int, seed: int = 0, scale: float = 1.0) -> np.ndarray:
+    from brawlkit.env.observation import OBS_DIM
+
+    return np.random.default_rng(seed).uniform(-scale, scale, (n, OBS_DIM)).astype(np.float32)
+
+
+def process_gone(pid: int, within: float = 5.0) -> bool:
+    """True once ``pid`` has exited (or is a zombie) within ``within`` seconds."""
+    import os
+    import time
+
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        try:  # a zombie still answers kill(0); check its state
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().split()[2] == "Z":
+                    return True
+        except FileNotFoundError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+class RawClient:
+    """A bare UDP client speaking the wire protocol through brawlkit.wire.protocol's
+    packers and parsers (server tests that need packets the env would never send)."""
+
+    def __init__(self, address: tuple[str, int], want_slot: int = 255, nonce: int = 99) -> None:
+        import socket
+
+        from brawlkit.wire import protocol as P
+        from brawlkit.wire.constants import C
+
+        self.P, self.C = P, C
+        self.s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.s.settimeout(2.0)
+        self.addr = address
+        self.send(P.pack_hello(0, want_slot, nonce))
+        w = P.parse_payload(self.recv_type(C.BP_PKT_WELCOME), P.NetWelcome)
+        assert w.nonce == nonce and w.tick_hz == C.BP_TICK_HZ and w.match_ticks == C.BP_MATCH_TICKS
+        self.session, self.slot, self.match_id = w.session, w.slot, w.match_id
+
+    def send(self, data: bytes) -> None:
+        self.s.sendto(data, self.addr)
+
+    def recv_type(self, ptype: int) -> bytes:
+        while True:
+            d, _ = self.s.recvfrom(2048)
+            if self.P.validate_datagram(d).type == ptype:
+                return d
+
+    def snapshot(self) -> Any:
+        return self.P.parse_snapshot(self.recv_type(self.C.BP_PKT_SNAPSHOT))
+
+    def cmd(self, tick: int, seq: int, sx: float = 0.0, sy: float = 0.0, b: int = 0,
+            rep: int = 4, slot: int | None = None, session: int | None = None) -> None:
+        self.send(self.P.pack_cmd(seq, self.session if session is None else session, tick, seq,
+                                  sx, sy, b, self.slot if slot is None else slot, rep))
+
+    def reset(self, seed: int, cpu_level: int = 255) -> None:
+        self.send(self.P.pack_reset(0, self.session, seed, cpu_level))
