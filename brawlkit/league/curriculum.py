@@ -46,10 +46,12 @@ class OpponentSampler(ABC):
         return {}
 
     def state_dict(self) -> dict[str, Any]:
+        """What a checkpoint stores so ``--resume`` continues the record (default: nothing)."""
         return {}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        pass
+        """Restore :meth:`state_dict`'s output; a stateless sampler ignores it."""
+        del state
 
 
 class CpuCurriculum(OpponentSampler):
