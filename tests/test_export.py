@@ -127,6 +127,7 @@ def _mut(raw: bytes, off: int, val: int) -> bytes:
         (lambda r: _mut(r, 20, 0), "action_repeat 0 outside"),
         (lambda r: _mut(r, 20, 65), "action_repeat 65 outside"),
         (lambda r: _mut(r, 24, 0), "input_layout 0"),
+        (lambda r: _mut(r, 24, 0x80000000), "input_layout 2147483648 outside"),
         (lambda r: r[:28] + b"x" * 16 + r[44:], "not NUL-terminated"),
         (lambda r: r[:28] + b"ab\0c" + b"\0" * 12 + r[44:], "after its NUL"),
         (lambda r: r[:28] + b"a\x07\0" + b"\0" * 13 + r[44:], "not printable"),

@@ -21,7 +21,7 @@ read as action repeat 4, input layout 1 (the 31-value observation), reward unkno
 The file length must equal ``header + 12*n_layers + 4*sum(out*in + out)`` exactly.
 Loader limits (same in C): 1 <= n_layers <= 16, 1 <= every dim <= 4096,
 raw size <= 16 MiB, every weight and bias finite, 1 <= action_repeat <= 64,
-input_layout >= 1.
+1 <= input_layout <= 2**31 - 1.
 
 Transport encodings (the loaders in Python and C recognise all three by the first
 four bytes):
@@ -78,6 +78,8 @@ MAX_LAYERS = 16
 MAX_DIM = 4096
 MAX_RAW_BYTES = 16 << 20
 REWARD_BYTES = int(C.BP_BPW_REWARD_LEN)
+#: the C loader keeps the layout in an int
+MAX_INPUT_LAYOUT = 0x7FFFFFFF
 #: header bytes by version (v2 adds action_repeat, input_layout, reward[16])
 HEADER_BYTES = {1: 20, 2: 28 + REWARD_BYTES}
 LAYER_ENTRY_BYTES = 12
@@ -124,8 +126,8 @@ class PolicyMeta:
     def validate(self) -> None:
         if not 1 <= self.action_repeat <= C.BP_MAX_REPEAT:
             raise ValueError(f"bpw: action_repeat {self.action_repeat} outside 1..{C.BP_MAX_REPEAT}")
-        if self.input_layout < 1:
-            raise ValueError(f"bpw: input_layout {self.input_layout} must be >= 1")
+        if not 1 <= self.input_layout <= MAX_INPUT_LAYOUT:
+            raise ValueError(f"bpw: input_layout {self.input_layout} outside 1..{MAX_INPUT_LAYOUT}")
         raw = self.reward.encode("ascii", errors="replace")
         if len(raw) >= REWARD_BYTES or not all(0x20 <= b <= 0x7E for b in raw):
             raise ValueError(f"bpw: reward name {self.reward!r} must be printable ASCII of at "

@@ -1,12 +1,12 @@
 /*
  * brawlpit.h — the single source of truth for BRAWLPIT's wire protocol and
- * game constants.  C includes it; Python (brawlkit/constants.py) parses the
+ * game constants.  C includes it; Python (brawlkit's constants module) parses the
  * `#define BP_*` lines of this file at import time, so no constant is typed
  * twice.  Keep every `#define BP_...` a plain numeric literal (int, hex, or
  * float with optional `f`) on one line: that is all the Python parser reads.
  *
  * ======================================================================
- * WIRE FORMAT (protocol version BP_PROTO_VERSION; DESIGN.md §2 is normative)
+ * WIRE FORMAT (protocol version BP_PROTO_VERSION; docs/protocol.md is normative)
  * ======================================================================
  * All integers little-endian, structs packed (no padding), floats IEEE-754
  * binary32.  Every datagram starts with a NetHeader:
@@ -173,7 +173,7 @@
 #define BP_FIGHTER_HEIGHT 14.0f
 
 /* ---------------------------------------------------------------- observation
- * DESIGN.md §4 (normative order, BP_OBS_DIM float32).  Both builders compute in
+ * docs/observation.md (normative order, BP_OBS_DIM float32).  Both builders compute in
  * double from the float32 packet fields and cast each value to float32. */
 #define BP_OBS_DIM 31
 #define BP_ACT_DIM 6
@@ -189,6 +189,17 @@
 /* time-to-blast-zone horizon, ticks (1.0 = no danger within it) */
 #define BP_OBS_BLAST_HORIZON_TICKS 120.0f
 #define BP_OBS_DAMAGE_DIFF_SCALE 300.0f
+
+/* ---------------------------------------------------------------- policy blob (.bpw)
+ * docs/bpw.md; loader in src/policy.h.  A version-2 header also records how the
+ * policy was trained: action_repeat, input_layout, reward preset name. */
+#define BP_BPW_VERSION 2
+/* action_repeat of a version-1 blob (which does not record it) */
+#define BP_BPW_DEFAULT_REPEAT 4
+/* input_layout 1: the BP_OBS_DIM-value observation of docs/observation.md */
+#define BP_INPUT_LAYOUT_OBS 1
+/* bytes of the v2 reward-name field (printable ASCII, NUL-padded) */
+#define BP_BPW_REWARD_LEN 16
 
 /* ---------------------------------------------------------------- structs */
 #pragma pack(push, 1)

@@ -1,10 +1,10 @@
 /*
- * obs.c — the 31-dim observation (DESIGN.md §4), twin of brawlkit/observation.py.
+ * obs.c — the 31-dim observation (docs/observation.md), twin of the Python builder.
  *
- * Same arithmetic, same order as the Python builder (see its module
- * docstring): fields widened to double, +,-,*,/,sqrt and comparisons only,
+ * Same arithmetic, same order as the Python builder (docs/observation.md):
+ * fields widened to double, +,-,*,/,sqrt and comparisons only,
  * explicit-comparison clipping, one (float) cast per value.  Build with
- * -ffp-contract=off and without -ffast-math (native/obs.mk does).
+ * -ffp-contract=off and without -ffast-math (native/Makefile's BP_CFLAGS).
  * The posture comes from native/build/gen/commander_mod.c, generated from
  * parena/stdlib/brawlpit/commander_mod.prn.
  */
@@ -23,7 +23,7 @@ _Static_assert(PRN_POSTURE_COUNT == BP_POSTURE_COUNT, "commander_mod.prn posture
 _Static_assert(BP_OBS_POSTURE_OFFSET + BP_POSTURE_COUNT == 21, "posture block is dims 16..20");
 _Static_assert(PRN_POSTURE_NEUTRAL == 0 && PRN_POSTURE_AGGRESSIVE == 1 && PRN_POSTURE_PATIENT == 2 &&
                    PRN_POSTURE_EDGEGUARD == 3 && PRN_POSTURE_RECOVER == 4,
-               "DESIGN §4 one-hot order: neutral, aggressive, patient, edgeguard, recover");
+               "docs/observation.md one-hot order: neutral, aggressive, patient, edgeguard, recover");
 
 #define D(x) ((double)(x))
 

@@ -1,10 +1,10 @@
 /*
- * obs.h — the 31-dim observation (DESIGN.md §4), C twin of brawlkit/observation.py.
+ * obs.h — the 31-dim observation (docs/observation.md), C twin of the Python builder.
  *
  * The exact arithmetic (operation order, clipping, tie rules) is written down
- * in brawlkit/observation.py's module docstring; obs.c follows it line by line
- * and the parity check (make -C native check-obs, brawlkit.parity) holds both
- * to 1e-6 (in practice bit-identical) over 10,000+ states.
+ * in docs/observation.md; obs.c follows it line by line and the parity check
+ * (make -C native check-obs: python -m brawlkit parity) holds it and the
+ * Python builder to 1e-6 (in practice bit-identical) over 10,000+ states.
  */
 #ifndef BRAWLPIT_OBS_H
 #define BRAWLPIT_OBS_H

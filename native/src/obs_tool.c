@@ -10,7 +10,7 @@
  *     call, so a dimension the builder forgets to write shows up as NaN.
  * Exit 0 on success; 1 (with "brawlpit_obs: record N: reason" on stderr) if a
  * record is rejected or IN's size is not a multiple of 96; 2 on usage/IO error.
- * brawlkit/parity.py writes IN, runs this, and compares with Python.
+ * `python -m brawlkit parity` writes IN, runs this, and compares with Python.
  */
 #include <math.h>
 #include <stdio.h>

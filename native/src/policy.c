@@ -35,7 +35,9 @@ typedef struct {
 } BpLayer;
 
 struct BpPolicy {
-    int n_layers, obs_dim, act_dim, kind, max_pad;
+    int version, n_layers, obs_dim, act_dim, kind, max_pad;
+    int action_repeat, input_layout;
+    char reward[BP_BPW_REWARD_LEN + 1]; /* "" = unknown (v1) */
     BpLayer layers[BP_POLICY_MAX_LAYERS];
     float *mem;        /* one allocation for all arrays */
     float *buf0, *buf1; /* scratch, max_pad floats each */
@@ -172,132 +174,220 @@ done:
 
 static size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
 
-static BpPolicy *parse_raw(const uint8_t *d, size_t n, int kind)
+/* What the header and the layer table say, validated. */
+typedef struct {
+    uint32_t version, n_layers, obs_dim, act_dim, action_repeat, input_layout;
+    size_t header_bytes;
+    char reward[BP_BPW_REWARD_LEN + 1];
+    uint32_t in[BP_POLICY_MAX_LAYERS], out[BP_POLICY_MAX_LAYERS], act[BP_POLICY_MAX_LAYERS];
+} BpwLayout;
+
+/* v2 reward name: printable ASCII, then NUL padding (at least one NUL, nothing
+ * but NULs after the first). */
+static int parse_reward(const uint8_t *r, char *name)
 {
-    if (n < 20) {
-        set_err("bpw: truncated header (%zu bytes < 20)", n);
-        return NULL;
+    int len = -1;
+    for (int i = 0; i < BP_BPW_REWARD_LEN; i++) {
+        if (len < 0 && r[i] == 0) {
+            len = i;
+        } else if (len < 0 && (r[i] < 0x20 || r[i] > 0x7E)) {
+            set_err("bpw: reward field byte %d is 0x%02x (not printable ASCII)", i, r[i]);
+            return -1;
+        } else if (len >= 0 && r[i] != 0) {
+            set_err("bpw: reward field has junk 0x%02x at byte %d after its NUL", r[i], i);
+            return -1;
+        }
+    }
+    if (len < 0) {
+        set_err("bpw: reward field not NUL-terminated (%d bytes without a NUL)",
+                BP_BPW_REWARD_LEN);
+        return -1;
+    }
+    memcpy(name, r, (size_t)len);
+    name[len] = 0;
+    return 0;
+}
+
+/* The v2-only fields (bytes 20..43). */
+static int parse_header_v2(const uint8_t *d, BpwLayout *h)
+{
+    h->action_repeat = rd32(d + 20);
+    h->input_layout = rd32(d + 24);
+    if (h->action_repeat < 1 || h->action_repeat > BP_MAX_REPEAT) {
+        set_err("bpw: action_repeat %u outside 1..%d", h->action_repeat, BP_MAX_REPEAT);
+        return -1;
+    }
+    if (h->input_layout < 1 || h->input_layout > INT32_MAX) {
+        set_err("bpw: input_layout %u outside 1..%d", h->input_layout, (int)INT32_MAX);
+        return -1;
+    }
+    return parse_reward(d + 28, h->reward);
+}
+
+/* Magic, version, sizes; the v2 fields, or the v1 defaults. */
+static int parse_header(const uint8_t *d, size_t n, BpwLayout *h)
+{
+    if (n < 8) {
+        set_err("bpw: truncated header (%zu bytes < %d)", n, BP_POLICY_HEADER_V1_BYTES);
+        return -1;
     }
     if (memcmp(d, "BPW1", 4) != 0) {
         set_err("bpw: bad magic %02x %02x %02x %02x (want BPW1)", d[0], d[1], d[2], d[3]);
-        return NULL;
+        return -1;
     }
-    uint32_t version = rd32(d + 4), n_layers = rd32(d + 8), obs_dim = rd32(d + 12),
-             act_dim = rd32(d + 16);
-    if (version != BP_POLICY_VERSION) {
-        set_err("bpw: unknown version %u (this loader knows %d)", version, BP_POLICY_VERSION);
-        return NULL;
+    h->version = rd32(d + 4);
+    if (h->version != 1 && h->version != BP_BPW_VERSION) {
+        set_err("bpw: unknown version %u (this loader knows 1 and %d)", h->version,
+                BP_BPW_VERSION);
+        return -1;
     }
-    if (n_layers < 1 || n_layers > BP_POLICY_MAX_LAYERS) {
-        set_err("bpw: n_layers %u outside 1..%d", n_layers, BP_POLICY_MAX_LAYERS);
-        return NULL;
+    h->header_bytes = h->version == 1 ? BP_POLICY_HEADER_V1_BYTES : BP_POLICY_HEADER_V2_BYTES;
+    if (n < h->header_bytes) {
+        set_err("bpw: truncated v%u header (%zu bytes < %zu)", h->version, n, h->header_bytes);
+        return -1;
     }
-    if (obs_dim < 1 || obs_dim > BP_POLICY_MAX_DIM || act_dim < 1 ||
-        act_dim > BP_POLICY_MAX_DIM) {
-        set_err("bpw: obs_dim %u / act_dim %u outside 1..%d", obs_dim, act_dim,
+    h->n_layers = rd32(d + 8);
+    h->obs_dim = rd32(d + 12);
+    h->act_dim = rd32(d + 16);
+    if (h->n_layers < 1 || h->n_layers > BP_POLICY_MAX_LAYERS) {
+        set_err("bpw: n_layers %u outside 1..%d", h->n_layers, BP_POLICY_MAX_LAYERS);
+        return -1;
+    }
+    if (h->obs_dim < 1 || h->obs_dim > BP_POLICY_MAX_DIM || h->act_dim < 1 ||
+        h->act_dim > BP_POLICY_MAX_DIM) {
+        set_err("bpw: obs_dim %u / act_dim %u outside 1..%d", h->obs_dim, h->act_dim,
                 BP_POLICY_MAX_DIM);
-        return NULL;
+        return -1;
     }
-    size_t table_end = 20 + 12 * (size_t)n_layers;
+    if (h->version == 1) {
+        h->action_repeat = BP_BPW_DEFAULT_REPEAT;
+        h->input_layout = BP_INPUT_LAYOUT_OBS;
+        h->reward[0] = 0;
+        return 0;
+    }
+    return parse_header_v2(d, h);
+}
+
+/* The layer table: chained dims, known activations; the exact blob size. */
+static int parse_table(const uint8_t *d, size_t n, BpwLayout *h)
+{
+    size_t table_end = h->header_bytes + 12 * (size_t)h->n_layers;
     if (n < table_end) {
         set_err("bpw: truncated layer table (%zu bytes < %zu)", n, table_end);
-        return NULL;
+        return -1;
     }
-    uint32_t lin[BP_POLICY_MAX_LAYERS], lout[BP_POLICY_MAX_LAYERS], lact[BP_POLICY_MAX_LAYERS];
     uint64_t total = table_end;
-    uint32_t prev = obs_dim;
-    for (uint32_t i = 0; i < n_layers; i++) {
-        const uint8_t *e = d + 20 + 12 * (size_t)i;
-        lin[i] = rd32(e);
-        lout[i] = rd32(e + 4);
-        lact[i] = rd32(e + 8);
-        if (lin[i] < 1 || lin[i] > BP_POLICY_MAX_DIM || lout[i] < 1 ||
-            lout[i] > BP_POLICY_MAX_DIM) {
-            set_err("bpw: layer %u dims in=%u out=%u outside 1..%d", i, lin[i], lout[i],
+    uint32_t prev = h->obs_dim;
+    for (uint32_t i = 0; i < h->n_layers; i++) {
+        const uint8_t *e = d + h->header_bytes + 12 * (size_t)i;
+        uint32_t in = rd32(e), out = rd32(e + 4), act = rd32(e + 8);
+        if (in < 1 || in > BP_POLICY_MAX_DIM || out < 1 || out > BP_POLICY_MAX_DIM) {
+            set_err("bpw: layer %u dims in=%u out=%u outside 1..%d", i, in, out,
                     BP_POLICY_MAX_DIM);
-            return NULL;
+            return -1;
         }
-        if (lin[i] != prev) {
-            set_err("bpw: layer %u in=%u != %s=%u", i, lin[i],
+        if (in != prev) {
+            set_err("bpw: layer %u in=%u != %s=%u", i, in,
                     i == 0 ? "obs_dim" : "previous layer out", prev);
-            return NULL;
+            return -1;
         }
-        if (lact[i] != BP_POLICY_ACT_NONE && lact[i] != BP_POLICY_ACT_TANH) {
-            set_err("bpw: layer %u unknown activation %u", i, lact[i]);
-            return NULL;
+        if (act != BP_POLICY_ACT_NONE && act != BP_POLICY_ACT_TANH) {
+            set_err("bpw: layer %u unknown activation %u", i, act);
+            return -1;
         }
-        total += 4 * ((uint64_t)lin[i] * lout[i] + lout[i]);
-        prev = lout[i];
+        h->in[i] = in;
+        h->out[i] = out;
+        h->act[i] = act;
+        total += 4 * ((uint64_t)in * out + out);
+        prev = out;
     }
-    if (prev != act_dim) {
-        set_err("bpw: last layer out=%u != act_dim=%u", prev, act_dim);
-        return NULL;
+    if (prev != h->act_dim) {
+        set_err("bpw: last layer out=%u != act_dim=%u", prev, h->act_dim);
+        return -1;
     }
     if (total > BP_POLICY_MAX_RAW_BYTES) {
         set_err("bpw: table implies %llu bytes > limit %u", (unsigned long long)total,
                 BP_POLICY_MAX_RAW_BYTES);
-        return NULL;
+        return -1;
     }
     if (n < total) {
         set_err("bpw: truncated payload (%zu bytes, table says %llu)", n,
                 (unsigned long long)total);
-        return NULL;
+        return -1;
     }
     if (n > total) {
         set_err("bpw: size mismatch (%zu bytes, table says %llu; trailing data)", n,
                 (unsigned long long)total);
-        return NULL;
+        return -1;
     }
+    return 0;
+}
 
-    /* one allocation: per layer w (out*in), wt (in*out_pad), b (out_pad), each
-     * rounded to 16 floats (64 bytes), plus two scratch buffers */
-    size_t floats = 0, max_pad = round_up(obs_dim, VW);
-    for (uint32_t i = 0; i < n_layers; i++) {
-        size_t op = round_up(lout[i], VW);
-        floats += round_up((size_t)lin[i] * lout[i], 16) + round_up((size_t)lin[i] * op, 16) +
-                  round_up(op, 16);
-        if (op > max_pad) {
-            max_pad = op;
-        }
+/* One aligned allocation: per layer w (out*in), wt (in*out_pad), b (out_pad),
+ * each rounded to 16 floats (64 bytes), plus two scratch buffers. */
+static BpPolicy *alloc_policy(const BpwLayout *h, int kind)
+{
+    size_t floats = 0, max_pad = round_up(h->obs_dim, VW);
+    for (uint32_t i = 0; i < h->n_layers; i++) {
+        size_t op = round_up(h->out[i], VW);
+        floats += round_up((size_t)h->in[i] * h->out[i], 16) +
+                  round_up((size_t)h->in[i] * op, 16) + round_up(op, 16);
+        max_pad = op > max_pad ? op : max_pad;
     }
     floats += 2 * round_up(max_pad, 16);
+    size_t bytes = round_up(floats * sizeof(float), 64);
     BpPolicy *p = calloc(1, sizeof *p);
-    float *mem = aligned_alloc(64, round_up(floats * sizeof(float), 64));
+    float *mem = aligned_alloc(64, bytes);
     if (!p || !mem) {
         free(p);
         free(mem);
         set_err("bpw: out of memory");
         return NULL;
     }
-    memset(mem, 0, round_up(floats * sizeof(float), 64));
+    memset(mem, 0, bytes);
     p->mem = mem;
-    p->n_layers = (int)n_layers;
-    p->obs_dim = (int)obs_dim;
-    p->act_dim = (int)act_dim;
+    p->version = (int)h->version;
+    p->n_layers = (int)h->n_layers;
+    p->obs_dim = (int)h->obs_dim;
+    p->act_dim = (int)h->act_dim;
+    p->action_repeat = (int)h->action_repeat;
+    p->input_layout = (int)h->input_layout;
+    memcpy(p->reward, h->reward, sizeof p->reward);
     p->kind = kind;
     p->max_pad = (int)max_pad;
     float *cur = mem;
-    const uint8_t *src = d + table_end;
-    for (uint32_t i = 0; i < n_layers; i++) {
+    for (uint32_t i = 0; i < h->n_layers; i++) {
         BpLayer *L = &p->layers[i];
-        L->in = (int)lin[i];
-        L->out = (int)lout[i];
-        L->out_pad = (int)round_up(lout[i], VW);
-        L->act = (int)lact[i];
+        L->in = (int)h->in[i];
+        L->out = (int)h->out[i];
+        L->out_pad = (int)round_up(h->out[i], VW);
+        L->act = (int)h->act[i];
         L->w = cur;
         cur += round_up((size_t)L->in * L->out, 16);
         L->wt = cur;
         cur += round_up((size_t)L->in * L->out_pad, 16);
         L->b = cur;
         cur += round_up((size_t)L->out_pad, 16);
+    }
+    p->buf0 = cur;
+    cur += round_up(max_pad, 16);
+    p->buf1 = cur;
+    return p;
+}
+
+/* Weights (row-major, also stored transposed) and biases of every layer;
+ * src has exactly the bytes parse_table counted. */
+static int load_payload(BpPolicy *p, const uint8_t *src)
+{
+    for (int i = 0; i < p->n_layers; i++) {
+        BpLayer *L = &p->layers[i];
         for (int o = 0; o < L->out; o++) {
             for (int k = 0; k < L->in; k++) {
                 float v = rdf32(src);
                 src += 4;
                 if (!isfinite(v)) {
-                    set_err("bpw: layer %u has non-finite weight [%d][%d]", i, o, k);
-                    bp_policy_free(p);
-                    return NULL;
+                    set_err("bpw: layer %d has non-finite weight [%d][%d]", i, o, k);
+                    return -1;
                 }
                 L->w[(size_t)o * L->in + k] = v;
                 L->wt[(size_t)k * L->out_pad + o] = v;
@@ -307,20 +397,88 @@ static BpPolicy *parse_raw(const uint8_t *d, size_t n, int kind)
             float v = rdf32(src);
             src += 4;
             if (!isfinite(v)) {
-                set_err("bpw: layer %u has non-finite bias [%d]", i, o);
-                bp_policy_free(p);
-                return NULL;
+                set_err("bpw: layer %d has non-finite bias [%d]", i, o);
+                return -1;
             }
             L->b[o] = v;
         }
     }
-    p->buf0 = cur;
-    cur += round_up(max_pad, 16);
-    p->buf1 = cur;
+    return 0;
+}
+
+static BpPolicy *parse_raw(const uint8_t *d, size_t n, int kind)
+{
+    BpwLayout h;
+    memset(&h, 0, sizeof h);
+    if (parse_header(d, n, &h) != 0 || parse_table(d, n, &h) != 0) {
+        return NULL;
+    }
+    BpPolicy *p = alloc_policy(&h, kind);
+    if (p && load_payload(p, d + h.header_bytes + 12 * (size_t)h.n_layers) != 0) {
+        bp_policy_free(p);
+        p = NULL;
+    }
     return p;
 }
 
 /* ------------------------------------------------------------------ public load */
+
+static BpPolicy *load_lz4(const uint8_t *d, size_t len)
+{
+    uint8_t *raw = NULL;
+    size_t raw_len = 0;
+    BpPolicy *p = NULL;
+    if (lz4_frame_decode(d, len, "lz4", &raw, &raw_len) == 0) {
+        p = parse_raw(raw, raw_len, BP_POLICY_KIND_LZ4);
+    }
+    free(raw);
+    return p;
+}
+
+/* "BPWS": u32 wrapper version, u32 raw_len, one LZ4 frame of the byte planes */
+static BpPolicy *load_shuffled(const uint8_t *d, size_t len)
+{
+    if (len < 12) {
+        set_err("bpw: truncated BPWS header (%zu bytes < 12)", len);
+        return NULL;
+    }
+    if (rd32(d + 4) != BP_POLICY_SHUFFLE_VERSION) {
+        set_err("bpw: unknown BPWS version %u (this loader knows %d)", rd32(d + 4),
+                BP_POLICY_SHUFFLE_VERSION);
+        return NULL;
+    }
+    uint32_t raw_len = rd32(d + 8);
+    if (raw_len % 4 || raw_len < BP_POLICY_HEADER_V1_BYTES || raw_len > BP_POLICY_MAX_RAW_BYTES) {
+        set_err("bpw: BPWS raw_len %u invalid", raw_len);
+        return NULL;
+    }
+    uint8_t *sh = NULL, *raw = NULL;
+    size_t sh_len = 0;
+    BpPolicy *p = NULL;
+    if (lz4_frame_decode(d + 12, len - 12, "shuffle", &sh, &sh_len) != 0) {
+        goto out;
+    }
+    if (sh_len != raw_len) {
+        set_err("bpw: BPWS raw_len %u != decompressed %zu", raw_len, sh_len);
+        goto out;
+    }
+    raw = malloc(raw_len);
+    if (!raw) {
+        set_err("bpw: out of memory");
+        goto out;
+    }
+    size_t nw = raw_len / 4;
+    for (size_t i = 0; i < nw; i++) {
+        for (size_t k = 0; k < 4; k++) {
+            raw[4 * i + k] = sh[k * nw + i];
+        }
+    }
+    p = parse_raw(raw, raw_len, BP_POLICY_KIND_SHUFFLE);
+out:
+    free(raw);
+    free(sh);
+    return p;
+}
 
 BpPolicy *bp_policy_load_mem(const void *data, size_t len, char *err, size_t errlen)
 {
@@ -329,58 +487,14 @@ BpPolicy *bp_policy_load_mem(const void *data, size_t len, char *err, size_t err
     g_err[0] = 0;
     if (!d && len) {
         set_err("bpw: NULL buffer");
-        copy_err(err, errlen);
-        return NULL;
-    }
-    if (len < 4) {
+    } else if (len < 4) {
         set_err("bpw: truncated (%zu bytes, no magic)", len);
-        copy_err(err, errlen);
-        return NULL;
-    }
-    if (memcmp(d, "BPW1", 4) == 0) {
+    } else if (memcmp(d, "BPW1", 4) == 0) {
         p = parse_raw(d, len, BP_POLICY_KIND_RAW);
     } else if (rd32(d) == 0x184D2204u) {
-        uint8_t *raw = NULL;
-        size_t raw_len = 0;
-        if (lz4_frame_decode(d, len, "lz4", &raw, &raw_len) == 0) {
-            p = parse_raw(raw, raw_len, BP_POLICY_KIND_LZ4);
-        }
-        free(raw);
+        p = load_lz4(d, len);
     } else if (memcmp(d, "BPWS", 4) == 0) {
-        if (len < 12) {
-            set_err("bpw: truncated BPWS header (%zu bytes < 12)", len);
-        } else if (rd32(d + 4) != BP_POLICY_SHUFFLE_VERSION) {
-            set_err("bpw: unknown BPWS version %u (this loader knows %d)", rd32(d + 4),
-                    BP_POLICY_SHUFFLE_VERSION);
-        } else {
-            uint32_t raw_len = rd32(d + 8);
-            if (raw_len % 4 || raw_len < 20 || raw_len > BP_POLICY_MAX_RAW_BYTES) {
-                set_err("bpw: BPWS raw_len %u invalid", raw_len);
-            } else {
-                uint8_t *sh = NULL;
-                size_t sh_len = 0;
-                if (lz4_frame_decode(d + 12, len - 12, "shuffle", &sh, &sh_len) == 0) {
-                    if (sh_len != raw_len) {
-                        set_err("bpw: BPWS raw_len %u != decompressed %zu", raw_len, sh_len);
-                    } else {
-                        uint8_t *raw = malloc(raw_len);
-                        if (!raw) {
-                            set_err("bpw: out of memory");
-                        } else {
-                            size_t nw = raw_len / 4;
-                            for (size_t i = 0; i < nw; i++) {
-                                for (size_t k = 0; k < 4; k++) {
-                                    raw[4 * i + k] = sh[k * nw + i];
-                                }
-                            }
-                            p = parse_raw(raw, raw_len, BP_POLICY_KIND_SHUFFLE);
-                            free(raw);
-                        }
-                    }
-                }
-                free(sh);
-            }
-        }
+        p = load_shuffled(d, len);
     } else {
         set_err("bpw: unknown blob magic %02x %02x %02x %02x (want BPW1, LZ4 frame or BPWS)",
                 d[0], d[1], d[2], d[3]);
@@ -457,6 +571,10 @@ int bp_policy_obs_dim(const BpPolicy *p) { return p->obs_dim; }
 int bp_policy_act_dim(const BpPolicy *p) { return p->act_dim; }
 int bp_policy_n_layers(const BpPolicy *p) { return p->n_layers; }
 int bp_policy_kind(const BpPolicy *p) { return p->kind; }
+int bp_policy_version(const BpPolicy *p) { return p->version; }
+int bp_policy_action_repeat(const BpPolicy *p) { return p->action_repeat; }
+int bp_policy_input_layout(const BpPolicy *p) { return p->input_layout; }
+const char *bp_policy_reward(const BpPolicy *p) { return p->reward; }
 
 int bp_policy_layer(const BpPolicy *p, int i, int *in, int *out, int *activation)
 {

@@ -1,18 +1,35 @@
 /*
  * policy.h — loader and forward pass of the native policy blob (.bpw).
- * Twin of brawlkit/export.py; DESIGN.md §10 is normative.
+ * Twin of the Python exporter (brawlkit's export package); docs/bpw.md is
+ * normative.
  *
  * Raw format (all integers u32 little-endian, floats IEEE-754 binary32 LE):
- *   header       "BPW1", u32 version (=BP_POLICY_VERSION), u32 n_layers,
- *                u32 obs_dim, u32 act_dim                            (20 bytes)
+ *   header v2 (44 bytes, BP_POLICY_HEADER_V2_BYTES)
+ *      0  "BPW1"         magic (the same for every version; `version` tells them apart)
+ *      4  version        BP_BPW_VERSION (2)
+ *      8  n_layers
+ *     12  obs_dim        input size of the first layer = the policy input size
+ *     16  act_dim
+ *     20  action_repeat  ticks per decision the policy was trained with, 1..BP_MAX_REPEAT
+ *     24  input_layout   which input the network expects: BP_INPUT_LAYOUT_OBS (1) =
+ *                        the BP_OBS_DIM-value observation of docs/observation.md.
+ *                        Any value >= 1 loads (up to INT32_MAX): whether a layout is
+ *                        usable is the consumer's decision (brawlpit_bot knows 1).
+ *     28  reward[16]     name of the reward preset it was trained with (informational):
+ *                        printable ASCII 0x20..0x7E, then NUL padding; at least one
+ *                        NUL, and only NULs after the first
+ *   header v1 (20 bytes): magic, version = 1, n_layers, obs_dim, act_dim; loads
+ *                as action_repeat = BP_BPW_DEFAULT_REPEAT (4), input_layout =
+ *                BP_INPUT_LAYOUT_OBS, reward = "" (unknown)
  *   layer table  n_layers x { u32 in, u32 out, u32 activation }      (12 bytes each)
  *                activation: 0 none, 1 tanh
  *   payload      per layer: weight out x in float32 row-major (PyTorch layout),
  *                then bias out float32
- * The input length must equal 20 + 12*n_layers + 4*sum(out*in + out) exactly.
- * Limits: 1 <= n_layers <= BP_POLICY_MAX_LAYERS, every dim in 1..BP_POLICY_MAX_DIM,
- * layer[0].in == obs_dim, layer[i].in == layer[i-1].out, last out == act_dim,
- * raw size <= BP_POLICY_MAX_RAW_BYTES, every weight/bias finite.
+ * The input length must equal header + 12*n_layers + 4*sum(out*in + out) exactly.
+ * Limits: version 1 or 2, 1 <= n_layers <= BP_POLICY_MAX_LAYERS, every dim in
+ * 1..BP_POLICY_MAX_DIM, layer[0].in == obs_dim, layer[i].in == layer[i-1].out,
+ * last out == act_dim, raw size <= BP_POLICY_MAX_RAW_BYTES, every weight/bias
+ * finite, and the v2 field rules above.
  *
  * Transport encodings, recognised by the first four bytes:
  *   "BPW1"        raw blob, as above
@@ -25,9 +42,10 @@
  * content checksums) is refused.
  *
  * Corruption policy: any header/table/size error or truncation is refused with
- * a message naming it.  Raw blobs carry no checksum, so a payload bit flip that
- * keeps every value finite is accepted (a different, valid network); a flip
- * yielding NaN/Inf is refused.
+ * a message naming the field and its value, without reading past the input.
+ * Raw blobs carry no checksum, so a payload bit flip that keeps every value
+ * finite is accepted (a different, valid network); a flip yielding NaN/Inf is
+ * refused.
  *
  * Forward pass: libc/libm only.  At load time every weight matrix is copied
  * transposed (in x out) so the inner loop runs across outputs (vectorisable)
@@ -43,7 +61,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define BP_POLICY_VERSION 1
+#include "brawlpit.h" /* BP_BPW_*, BP_INPUT_LAYOUT_OBS, BP_MAX_REPEAT */
+
+#define BP_POLICY_HEADER_V1_BYTES 20
+#define BP_POLICY_HEADER_V2_BYTES 44
 #define BP_POLICY_SHUFFLE_VERSION 1
 #define BP_POLICY_MAX_LAYERS 16
 #define BP_POLICY_MAX_DIM 4096
@@ -73,6 +94,16 @@ int bp_policy_act_dim(const BpPolicy *p);
 int bp_policy_n_layers(const BpPolicy *p);
 /* BP_POLICY_KIND_* of the blob this policy was loaded from */
 int bp_policy_kind(const BpPolicy *p);
+/* 1 or 2: the format version of the blob */
+int bp_policy_version(const BpPolicy *p);
+/* ticks per decision the policy was trained with (v1 blobs: BP_BPW_DEFAULT_REPEAT) */
+int bp_policy_action_repeat(const BpPolicy *p);
+/* the input the network expects (BP_INPUT_LAYOUT_OBS, ...; v1 blobs: BP_INPUT_LAYOUT_OBS);
+ * may be a layout this build does not know: the caller checks */
+int bp_policy_input_layout(const BpPolicy *p);
+/* reward preset it was trained with, NUL-terminated printable ASCII; "" = unknown
+ * (always for v1).  Valid as long as the policy. */
+const char *bp_policy_reward(const BpPolicy *p);
 /* layer i: in, out, activation (returns 0, or -1 when i is out of range) */
 int bp_policy_layer(const BpPolicy *p, int i, int *in, int *out, int *activation);
 
@@ -85,7 +116,7 @@ void bp_policy_forward_ref(BpPolicy *p, const float *obs, float *out);
 /* Clamped rational tanh used by bp_policy_forward (exposed for tests). */
 float bp_policy_tanh(float x);
 
-/* DESIGN §6 action decoding, identical to brawlkit.export.decode_action:
+/* Action decoding (docs/observation.md), identical to the Python decode_action:
  * stick = clip(a[0..1], -1, 1) (NaN -> 0); button bit i set iff a[2+i] > 0
  * (BP_BTN_JUMP=1, ATTACK=2, SPECIAL=4, SHIELD=8). */
 void bp_action_decode(const float a[6], float *sx, float *sy, uint32_t *buttons);

@@ -3,8 +3,14 @@
  * benchmark.
  *
  *   brawlpit_policy check BLOB
- *       exit 0 and "ok kind=... layers=... obs=... act=..." when the blob loads,
+ *       exit 0 and one line "ok kind=K layers=N obs=O act=A version=V
+ *       action_repeat=R input_layout=L reward="NAME" [in->out act]..." when the
+ *       blob loads (reward="" = unknown; `"` and `\` in NAME are backslash-escaped),
  *       exit 1 and "refused: <reason>" otherwise.
+ *   brawlpit_policy info BLOB
+ *       the same facts as "key value" lines (kind, version, layers, obs_dim,
+ *       act_dim, action_repeat, input_layout, reward (NAME or "unknown"), then
+ *       "layer I IN OUT ACT" per layer); exit 1 and "refused: <reason>" otherwise.
  *   brawlpit_policy forward [--ref] BLOB OBS.f32 OUT.f32
  *       OBS.f32: N*obs_dim float32 (little-endian host); writes N*act_dim float32
  *       Gaussian means (unclipped).  --ref uses the scalar libm-tanhf path.
@@ -37,6 +43,7 @@ static const char *kind_name(int k)
 static int usage(void)
 {
     fprintf(stderr, "usage: brawlpit_policy check BLOB\n"
+                    "       brawlpit_policy info BLOB\n"
                     "       brawlpit_policy forward [--ref] BLOB OBS.f32 OUT.f32\n"
                     "       brawlpit_policy decode ACT.f32 OUT.txt\n"
                     "       brawlpit_policy bench BLOB N\n"
@@ -75,6 +82,21 @@ static uint8_t *read_all(const char *path, size_t *n)
     return buf;
 }
 
+static const char *act_name(int act) { return act ? "tanh" : "none"; }
+
+/* reward name as a double-quoted string ("" = unknown) */
+static void print_quoted(const char *s)
+{
+    putchar('"');
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\') {
+            putchar('\\');
+        }
+        putchar(*s);
+    }
+    putchar('"');
+}
+
 static int cmd_check(const char *blob)
 {
     char err[256];
@@ -83,14 +105,39 @@ static int cmd_check(const char *blob)
         printf("refused: %s\n", err);
         return 1;
     }
-    printf("ok kind=%s layers=%d obs=%d act=%d", kind_name(bp_policy_kind(p)),
-           bp_policy_n_layers(p), bp_policy_obs_dim(p), bp_policy_act_dim(p));
+    printf("ok kind=%s layers=%d obs=%d act=%d version=%d action_repeat=%d input_layout=%d reward=",
+           kind_name(bp_policy_kind(p)), bp_policy_n_layers(p), bp_policy_obs_dim(p),
+           bp_policy_act_dim(p), bp_policy_version(p), bp_policy_action_repeat(p),
+           bp_policy_input_layout(p));
+    print_quoted(bp_policy_reward(p));
     for (int i = 0; i < bp_policy_n_layers(p); i++) {
         int in, out, act;
         bp_policy_layer(p, i, &in, &out, &act);
-        printf(" [%d->%d %s]", in, out, act ? "tanh" : "none");
+        printf(" [%d->%d %s]", in, out, act_name(act));
     }
     printf("\n");
+    bp_policy_free(p);
+    return 0;
+}
+
+static int cmd_info(const char *blob)
+{
+    char err[256];
+    BpPolicy *p = bp_policy_load_file(blob, err, sizeof err);
+    if (!p) {
+        printf("refused: %s\n", err);
+        return 1;
+    }
+    const char *reward = bp_policy_reward(p);
+    printf("kind %s\nversion %d\nlayers %d\nobs_dim %d\nact_dim %d\n", kind_name(bp_policy_kind(p)),
+           bp_policy_version(p), bp_policy_n_layers(p), bp_policy_obs_dim(p), bp_policy_act_dim(p));
+    printf("action_repeat %d\ninput_layout %d\nreward %s\n", bp_policy_action_repeat(p),
+           bp_policy_input_layout(p), reward[0] ? reward : "unknown");
+    for (int i = 0; i < bp_policy_n_layers(p); i++) {
+        int in, out, act;
+        bp_policy_layer(p, i, &in, &out, &act);
+        printf("layer %d %d %d %s\n", i, in, out, act_name(act));
+    }
     bp_policy_free(p);
     return 0;
 }
@@ -306,6 +353,9 @@ int main(int argc, char **argv)
     const char *cmd = argv[1];
     if (!strcmp(cmd, "check") && argc == 3) {
         return cmd_check(argv[2]);
+    }
+    if (!strcmp(cmd, "info") && argc == 3) {
+        return cmd_info(argv[2]);
     }
     if (!strcmp(cmd, "forward") && argc == 5) {
         return cmd_forward(0, argv[2], argv[3], argv[4]);

@@ -10,7 +10,7 @@
  * when the server is still awake); a client that answers within the window
  * skips that.  Costs up to N µs of CPU per step, so it only pays where a core
  * is spare: brawlkit turns it on only while the envs leave one core free
- * (brawlkit.server.auto_spin_us).  0 (the default) always blocks.
+ * (its server launcher's auto_spin_us).  0 (the default) always blocks.
  *
  * Prints exactly one line `listening <port>` on stdout once bound (port 0 =
  * the kernel picks one), then serves until SIGTERM/SIGINT or until its parent
@@ -19,7 +19,7 @@
  *
  * ======================================================================
  * WIRE FORMAT — the normative text is the top comment of brawlpit.h (and
- * DESIGN.md §2); this is the server's reading of it, in the spirit of Quake
+ * docs/protocol.md); this is the server's reading of it, in the spirit of Quake
  * III's net_chan.c.
  * ======================================================================
  * Every datagram: NetHeader {u16 magic 0xB17E, u8 version, u8 type, u32 seq,
@@ -108,6 +108,10 @@
 #define QCAP 128
 #define RX_BURST 256
 #define ERR_RATE 50.0 /* ERROR packets per second (token bucket) */
+#define IDLE_WAIT_NS 200000000LL     /* idle: wake up this often to check the parent */
+#define PARENT_CHECK_NS 200000000LL  /* how often to check that the parent lives */
+#define MAX_TICK_BURST 64            /* free-run: most ticks caught up in one go */
+#define RESYNC_PERIODS 100           /* free-run: this far behind, drop the backlog */
 
 enum {
     D_BAD_LEN,
@@ -198,19 +202,15 @@ static void drop(int reason) {
     S.cnt[reason]++;
 }
 
-static uint32_t tok_next(void) {
-    uint32_t x = S.tok_rng;
-    x ^= x << 13;
-    x ^= x >> 17;
-    x ^= x << 5;
-    S.tok_rng = x;
-    return x;
-}
-
+/* session tokens: from their own xorshift32 stream (seeded from the clock and
+ * the pid in main), not part of the deterministic match */
 static uint32_t new_session(void) {
     uint32_t t;
-    do t = tok_next() ^ (tok_next() << 7);
-    while (t == 0 || (S.cl[0].active && t == S.cl[0].session) || (S.cl[1].active && t == S.cl[1].session));
+    do {
+        uint32_t a = bp_xorshift32(&S.tok_rng);
+        uint32_t b = bp_xorshift32(&S.tok_rng);
+        t = a ^ (b << 7);
+    } while (t == 0 || (S.cl[0].active && t == S.cl[0].session) || (S.cl[1].active && t == S.cl[1].session));
     return t;
 }
 
@@ -601,6 +601,114 @@ static void ff_tick(void) {
     broadcast_snapshot();
 }
 
+/* ------------------------------------------------------------ serving */
+/* Wait until the socket is readable, at most wait_ns; with spin, first
+ * busy-poll until spin_until.  1 = readable, 0 = timeout or signal, -1 = error. */
+static int wait_readable(int64_t wait_ns, int spin, int64_t spin_until) {
+    struct timespec ts;
+    ts.tv_sec = (time_t)(wait_ns / 1000000000LL);
+    ts.tv_nsec = (long)(wait_ns % 1000000000LL);
+    struct pollfd pfd = {S.fd, POLLIN, 0};
+    int pr = 0;
+    if (spin) {
+        while ((pr = poll(&pfd, 1, 0)) == 0 && now_ns() < spin_until) {
+        }
+    }
+    if (pr == 0) pr = ppoll(&pfd, 1, &ts, NULL);
+    if (pr < 0 && errno != EINTR) {
+        perror("ppoll");
+        return -1;
+    }
+    return pr > 0 && (pfd.revents & POLLIN) ? 1 : 0;
+}
+
+/* handle up to RX_BURST queued datagrams */
+static void drain_socket(void) {
+    static uint8_t rbuf[2048];
+    for (int k = 0; k < RX_BURST; k++) {
+        struct sockaddr_in from;
+        socklen_t fl = sizeof from;
+        ssize_t n = recvfrom(S.fd, rbuf, sizeof rbuf, 0, (struct sockaddr *)&from, &fl);
+        if (n < 0) break;
+        if (fl < sizeof from || from.sin_family != AF_INET) {
+            S.rx++;
+            drop(D_BAD_LEN);
+            continue;
+        }
+        handle_packet(&from, rbuf, (size_t)n);
+    }
+}
+
+static void stats_if_asked(void) {
+    if (g_stats) {
+        g_stats = 0;
+        print_stats();
+    }
+}
+
+/* 0 once the parent process is gone (checked every PARENT_CHECK_NS) */
+static int parent_alive(int64_t now, int64_t *last_check) {
+    if (now - *last_check > PARENT_CHECK_NS) {
+        *last_check = now;
+        if (getppid() != S.ppid) {
+            logf_("parent died, exiting");
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* lockstep: the sim advances only inside the packet handlers */
+static void serve_lockstep(void) {
+    int64_t last_parent_check = now_ns();
+    int64_t last_rx_ns = 0;
+    while (!g_stop) {
+        int r = wait_readable(IDLE_WAIT_NS, S.spin_ns > 0, last_rx_ns + S.spin_ns);
+        if (r < 0) break;
+        if (r > 0) {
+            drain_socket();
+            last_rx_ns = now_ns();
+        }
+        stats_if_asked();
+        if (!parent_alive(now_ns(), &last_parent_check)) break;
+    }
+}
+
+/* free-run: the ticks due at `now` (period 0 = unpaced: one per wake-up) */
+static void run_due_ticks(int64_t period, int64_t now) {
+    if (period == 0) {
+        ff_tick();
+        return;
+    }
+    int burst = 0;
+    while (playing() && now >= g_next_tick_ns && burst < MAX_TICK_BURST) {
+        ff_tick();
+        g_next_tick_ns += period;
+        burst++;
+    }
+    if (now - g_next_tick_ns > RESYNC_PERIODS * period) g_next_tick_ns = now; /* fell far behind */
+}
+
+/* fastforward / realtime: tick on the clock, handle datagrams in between */
+static void serve_free_run(void) {
+    const int64_t period = S.speed > 0.0 ? (int64_t)(1e9 / (BP_TICK_HZ * S.speed)) : 0;
+    int64_t last_parent_check = now_ns();
+    while (!g_stop) {
+        int64_t wait_ns = IDLE_WAIT_NS;
+        if (playing()) {
+            wait_ns = g_next_tick_ns - now_ns();
+            if (wait_ns < 0) wait_ns = 0;
+        }
+        int r = wait_readable(wait_ns, 0, 0);
+        if (r < 0) break;
+        if (r > 0) drain_socket();
+        stats_if_asked();
+        int64_t now = now_ns();
+        if (playing()) run_due_ticks(period, now);
+        if (!parent_alive(now, &last_parent_check)) break;
+    }
+}
+
 /* ------------------------------------------------------------ main */
 static void usage(const char *argv0) {
     fprintf(stderr,
@@ -609,70 +717,73 @@ static void usage(const char *argv0) {
             argv0);
 }
 
-int main(int argc, char **argv) {
-    const char *host = "127.0.0.1";
-    long port = -1;
+static int parse_mode(const char *v) {
+    if (!strcmp(v, "lockstep")) return BP_MODE_LOCKSTEP;
+    if (!strcmp(v, "fastforward")) return BP_MODE_FASTFORWARD;
+    if (!strcmp(v, "realtime")) return BP_MODE_REALTIME;
+    return -1;
+}
+
+/* one option with its value into S / host / port; 0, or -1 if invalid */
+static int parse_option(const char *a, const char *v, const char **host, long *port) {
+    char *end = NULL;
+    if (!strcmp(a, "--port")) {
+        *port = strtol(v, &end, 10);
+        return (*end || *port < 0 || *port > 65535) ? -1 : 0;
+    }
+    if (!strcmp(a, "--host")) {
+        *host = v;
+        return 0;
+    }
+    if (!strcmp(a, "--mode")) {
+        S.mode = parse_mode(v);
+        return S.mode < 0 ? -1 : 0;
+    }
+    if (!strcmp(a, "--speed")) {
+        S.speed = strtod(v, &end);
+        return (*end || !(S.speed >= 0.0) || S.speed > 1e6) ? -1 : 0;
+    }
+    if (!strcmp(a, "--spin-us")) {
+        long us = strtol(v, &end, 10);
+        S.spin_ns = (int64_t)us * 1000;
+        return (*end || us < 0 || us > 100000) ? -1 : 0;
+    }
+    if (!strcmp(a, "--cpu-level")) {
+        long l = strtol(v, &end, 10);
+        S.cpu_level = (int)l;
+        return (*end || l < 0 || l > BP_CPU_LEVEL_MAX) ? -1 : 0;
+    }
+    if (!strcmp(a, "--seed")) {
+        S.seed = (uint32_t)strtoul(v, &end, 0);
+        return *end ? -1 : 0;
+    }
+    return -1;
+}
+
+/* 0, or 2 after printing the usage */
+static int parse_args(int argc, char **argv, const char **host, long *port) {
     S.mode = BP_MODE_LOCKSTEP;
     S.speed = 1.0;
-    int speed_given = 0;
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        char *end = NULL;
-        if (!strcmp(a, "--quiet")) {
+        if (!strcmp(argv[i], "--quiet")) {
             S.quiet = 1;
             continue;
         }
-        if (!v) {
+        if (i + 1 >= argc || parse_option(argv[i], argv[i + 1], host, port) != 0) {
             usage(argv[0]);
             return 2;
         }
         i++;
-        if (!strcmp(a, "--port")) {
-            port = strtol(v, &end, 10);
-            if (*end || port < 0 || port > 65535) return usage(argv[0]), 2;
-        } else if (!strcmp(a, "--host")) {
-            host = v;
-        } else if (!strcmp(a, "--mode")) {
-            if (!strcmp(v, "lockstep"))
-                S.mode = BP_MODE_LOCKSTEP;
-            else if (!strcmp(v, "fastforward"))
-                S.mode = BP_MODE_FASTFORWARD;
-            else if (!strcmp(v, "realtime"))
-                S.mode = BP_MODE_REALTIME;
-            else
-                return usage(argv[0]), 2;
-        } else if (!strcmp(a, "--speed")) {
-            S.speed = strtod(v, &end);
-            if (*end || !(S.speed >= 0.0) || S.speed > 1e6) return usage(argv[0]), 2;
-            speed_given = 1;
-        } else if (!strcmp(a, "--spin-us")) {
-            long us = strtol(v, &end, 10);
-            if (*end || us < 0 || us > 100000) return usage(argv[0]), 2;
-            S.spin_ns = (int64_t)us * 1000;
-        } else if (!strcmp(a, "--cpu-level")) {
-            long l = strtol(v, &end, 10);
-            if (*end || l < 0 || l > BP_CPU_LEVEL_MAX) return usage(argv[0]), 2;
-            S.cpu_level = (int)l;
-        } else if (!strcmp(a, "--seed")) {
-            unsigned long s = strtoul(v, &end, 0);
-            if (*end) return usage(argv[0]), 2;
-            S.seed = (uint32_t)s;
-        } else {
-            usage(argv[0]);
-            return 2;
-        }
     }
-    if (port < 0) return usage(argv[0]), 2;
+    if (*port < 0) {
+        usage(argv[0]);
+        return 2;
+    }
     if (S.mode == BP_MODE_REALTIME) S.speed = 1.0;
-    (void)speed_given;
+    return 0;
+}
 
-    /* die with the parent (the Python launcher): no orphans */
-    S.ppid = getppid();
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (getppid() != S.ppid) return 0;
-    prctl(PR_SET_TIMERSLACK, 1000UL);
-
+static void install_signals(void) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -681,7 +792,11 @@ int main(int argc, char **argv) {
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGUSR1, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
+}
 
+/* S.fd bound to host:port; *bound = the port the kernel gave.  0, 1 (socket or
+ * bind failed) or 2 (bad host). */
+static int open_socket(const char *host, long port, unsigned *bound) {
     S.fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (S.fd < 0) {
         perror("socket");
@@ -704,96 +819,52 @@ int main(int argc, char **argv) {
     }
     socklen_t alen = sizeof addr;
     getsockname(S.fd, (struct sockaddr *)&addr, &alen);
+    *bound = ntohs(addr.sin_port);
+    return 0;
+}
 
-    /* session tokens: unpredictable, not part of the deterministic match */
+/* session tokens: unpredictable, not part of the deterministic match */
+static void seed_tokens(void) {
     S.tok_rng = (uint32_t)now_ns() ^ ((uint32_t)getpid() << 16) ^ 0xA5A5F00Du;
     if (!S.tok_rng) S.tok_rng = 1;
-    for (int i = 0; i < 8; i++) tok_next();
+    for (int i = 0; i < 8; i++) bp_xorshift32(&S.tok_rng);
+}
+
+static const char *mode_name(int mode) {
+    return mode == BP_MODE_LOCKSTEP ? "lockstep" : (mode == BP_MODE_FASTFORWARD ? "fastforward" : "realtime");
+}
+
+int main(int argc, char **argv) {
+    const char *host = "127.0.0.1";
+    long port = -1;
+    unsigned bound = 0;
+    int rc = parse_args(argc, argv, &host, &port);
+    if (rc != 0) return rc;
+
+    /* die with the parent (the Python launcher): no orphans */
+    S.ppid = getppid();
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != S.ppid) return 0;
+    prctl(PR_SET_TIMERSLACK, 1000UL);
+    install_signals();
+    if ((rc = open_socket(host, port, &bound)) != 0) return rc;
+
+    seed_tokens();
     S.err_tokens = ERR_RATE;
     S.err_last = now_s();
-
     S.sim = bp_sim_create();
     if (!S.sim) return 1;
     if (S.cpu_level > 0 && set_cpu(S.cpu_level) != 0) return 1;
     start_match(S.seed, 1);
 
-    printf("listening %u\n", (unsigned)ntohs(addr.sin_port));
+    printf("listening %u\n", bound);
     fflush(stdout);
-    logf_("mode %s speed %g cpu %d seed %u",
-          S.mode == BP_MODE_LOCKSTEP ? "lockstep" : (S.mode == BP_MODE_FASTFORWARD ? "fastforward" : "realtime"),
-          S.speed, S.cpu_level, S.seed);
-
-    const int free_run = S.mode != BP_MODE_LOCKSTEP;
-    const int64_t period = (free_run && S.speed > 0.0) ? (int64_t)(1e9 / (BP_TICK_HZ * S.speed)) : 0;
-    int64_t last_parent_check = now_ns();
-    int64_t last_rx_ns = 0;
+    logf_("mode %s speed %g cpu %d seed %u", mode_name(S.mode), S.speed, S.cpu_level, S.seed);
     g_next_tick_ns = now_ns();
-    uint8_t rbuf[2048];
-
-    while (!g_stop) {
-        int ticking = free_run && playing();
-        struct timespec ts, *tsp = &ts;
-        int64_t now = now_ns();
-        int64_t wait_ns = 200000000LL; /* idle: wake up to check the parent */
-        if (ticking) {
-            wait_ns = g_next_tick_ns - now;
-            if (wait_ns < 0) wait_ns = 0;
-        }
-        ts.tv_sec = (time_t)(wait_ns / 1000000000LL);
-        ts.tv_nsec = (long)(wait_ns % 1000000000LL);
-        struct pollfd pfd = {S.fd, POLLIN, 0};
-        int pr = 0;
-        if (!free_run && S.spin_ns > 0) {
-            int64_t until = last_rx_ns + S.spin_ns;
-            while ((pr = poll(&pfd, 1, 0)) == 0 && now_ns() < until) {
-            }
-        }
-        if (pr == 0) pr = ppoll(&pfd, 1, tsp, NULL);
-        if (pr < 0 && errno != EINTR) {
-            perror("ppoll");
-            break;
-        }
-        if (pr > 0 && (pfd.revents & POLLIN)) {
-            for (int k = 0; k < RX_BURST; k++) {
-                struct sockaddr_in from;
-                socklen_t fl = sizeof from;
-                ssize_t n = recvfrom(S.fd, rbuf, sizeof rbuf, 0, (struct sockaddr *)&from, &fl);
-                if (n < 0) break;
-                if (fl < sizeof from || from.sin_family != AF_INET) {
-                    S.rx++;
-                    drop(D_BAD_LEN);
-                    continue;
-                }
-                handle_packet(&from, rbuf, (size_t)n);
-            }
-            last_rx_ns = now_ns();
-        }
-        if (g_stats) {
-            g_stats = 0;
-            print_stats();
-        }
-        now = now_ns();
-        if (free_run && playing()) {
-            if (period == 0) {
-                ff_tick();
-            } else {
-                int burst = 0;
-                while (playing() && now >= g_next_tick_ns && burst < 64) {
-                    ff_tick();
-                    g_next_tick_ns += period;
-                    burst++;
-                }
-                if (now - g_next_tick_ns > 100 * period) g_next_tick_ns = now; /* fell far behind: resync */
-            }
-        }
-        if (now - last_parent_check > 200000000LL) {
-            last_parent_check = now;
-            if (getppid() != S.ppid) {
-                logf_("parent died, exiting");
-                break;
-            }
-        }
-    }
+    if (S.mode == BP_MODE_LOCKSTEP)
+        serve_lockstep();
+    else
+        serve_free_run();
     print_stats();
     bp_cpu_destroy(S.cpu);
     bp_sim_destroy(S.sim);

@@ -102,7 +102,20 @@
 
 #define G_DEAD_TICKS 40
 #define G_RESPAWN_WAIT 90
+#define G_RESPAWN_MIN_TICKS 6 /* earliest an input can drop a fighter off the respawn point */
+#define G_RESPAWN_STICK 0.3f  /* |stick| that counts as input on the respawn point */
 #define G_SPAWN_JITTER 4.0f
+
+#define G_FACE_STICK 0.2f        /* |stick_x| beyond this turns the fighter around */
+#define G_LEDGE_STICK 0.5f       /* stick push that climbs / drops from the ledge */
+#define G_LEDGE_CLIMB_INSET 10.0f /* a ledge climb ends this far inside the edge */
+#define G_JUMP_STICK_VX 0.3f     /* share of stick_x added to vx at jump take-off */
+#define G_SIDE_LUNGE_VX 0.8f     /* grounded side special: forward speed while active */
+#define G_ATTACK_DRIFT 0.5f      /* air acceleration factor during an aerial move */
+#define G_UPB_STARTUP_DAMP 0.8f  /* vx multiplier per up-special startup tick */
+#define G_UPB_NEUTRAL_N2 0.04f   /* stick length^2 below which the up-special goes straight up */
+#define G_UPB_END_VX 0.4f        /* share of the up-special velocity kept into helpless */
+#define G_UPB_END_VY 0.35f
 
 #define HW BP_FIGHTER_HALF_WIDTH
 #define HT BP_FIGHTER_HEIGHT
@@ -261,7 +274,6 @@ void bp_sim_reset(BpSim *s, uint32_t seed, uint32_t match_id) {
 }
 
 void bp_sim_copy(BpSim *dst, const BpSim *src) { memcpy(dst, src, sizeof *dst); }
-size_t bp_sim_sizeof(void) { return sizeof(BpSim); }
 
 uint64_t bp_sim_state_hash(const BpSim *s) {
     const unsigned char *p = (const unsigned char *)s;
@@ -280,7 +292,6 @@ uint32_t bp_sim_ticks_left(const BpSim *s) {
 uint8_t bp_sim_phase(const BpSim *s) { return (uint8_t)s->phase; }
 uint8_t bp_sim_winner(const BpSim *s) { return (uint8_t)s->winner; }
 uint32_t bp_sim_match_id(const BpSim *s) { return s->match_id; }
-uint32_t bp_sim_seed(const BpSim *s) { return s->seed; }
 
 /* ------------------------------------------------------------ moves */
 
@@ -380,7 +391,7 @@ static void ground_actionable(Fighter *f, const BpInput *in) {
     float sx = in->stick_x;
     if (absf(sx) >= G_DEADZONE) {
         f->vx = approach(f->vx, sx * G_WALK_MAX, G_GROUND_ACCEL);
-        if (absf(sx) > 0.2f) f->facing = sx < 0.0f ? -1 : 1;
+        if (absf(sx) > G_FACE_STICK) f->facing = sx < 0.0f ? -1 : 1;
         f->edge_stop = absf(sx) < G_RUN_STICK;
     } else {
         ground_friction(f);
@@ -432,177 +443,200 @@ static void actionable(Fighter *f, const BpInput *in) {
 
 static void to_neutral(Fighter *f) { set_state(f, f->grounded ? BP_AS_IDLE : BP_AS_AIR); }
 
+/* One tick of control per action state (the timer has already advanced). */
+static void ctl_dead(Fighter *f) {
+    if (f->stocks > 0 && f->timer >= G_DEAD_TICKS) {
+        set_state(f, BP_AS_RESPAWN);
+        f->invuln = BP_RESPAWN_INVULN_TICKS;
+    }
+}
+
+static void ctl_respawn(Fighter *f, const BpInput *in) {
+    int input = absf(in->stick_x) >= G_RESPAWN_STICK || absf(in->stick_y) >= G_RESPAWN_STICK ||
+                (in->buttons != 0);
+    if (f->timer >= G_RESPAWN_WAIT || (f->timer >= G_RESPAWN_MIN_TICKS && input)) {
+        set_state(f, BP_AS_AIR);
+        f->grounded = 0;
+        f->jumps_left = 1;
+        f->upb_used = 0;
+        f->sideb_used = 0;
+    }
+}
+
+static void ctl_ledge(Fighter *f, const BpInput *in) {
+    int s_ = f->ledge_side;
+    if (f->timer >= G_LEDGE_MAX_TICKS) {
+        set_state(f, BP_AS_AIR);
+        f->regrab = G_LEDGE_REGRAB;
+        return;
+    }
+    if (f->timer < G_LEDGE_MIN_TICKS) return;
+    if (fire_ready(f, B_JUMP)) {
+        consume(f, B_JUMP);
+        set_state(f, BP_AS_AIR);
+        f->vy = G_LEDGE_JUMP_VY;
+        f->vx = -(float)s_ * G_LEDGE_JUMP_VX;
+        f->regrab = G_LEDGE_REGRAB;
+    } else if (in->stick_x * (float)(-s_) > G_LEDGE_STICK || in->stick_y > G_LEDGE_STICK ||
+               fire_ready(f, B_ATTACK)) {
+        if (fire_ready(f, B_ATTACK)) consume(f, B_ATTACK);
+        set_state(f, BP_AS_LEDGECLIMB);
+    } else if (in->stick_x * (float)s_ > G_LEDGE_STICK || in->stick_y < -G_LEDGE_STICK) {
+        set_state(f, BP_AS_AIR);
+        f->regrab = G_LEDGE_REGRAB;
+    }
+}
+
+static void ctl_ledge_climb(Fighter *f) {
+    if (f->timer >= G_LEDGE_CLIMB_TICKS) {
+        f->x = (float)f->ledge_side * (EDGE - G_LEDGE_CLIMB_INSET);
+        f->y = 0.0f;
+        f->vx = f->vy = 0.0f;
+        f->grounded = 1;
+        f->facing = -f->ledge_side;
+        f->ledge_side = 0;
+        set_state(f, BP_AS_IDLE);
+    }
+}
+
+static void ctl_hitstun(Fighter *f, const BpInput *in) {
+    if (f->hitstun > 0) f->hitstun--;
+    if (f->hitstun > 0) {
+        if (f->grounded) ground_friction(f);
+        return;
+    }
+    to_neutral(f);
+    actionable(f, in);
+}
+
+static void ctl_shieldbreak(Fighter *f) {
+    ground_friction(f);
+    if (f->timer >= G_SHIELD_BREAK_TICKS) {
+        f->shield = G_SHIELD_AFTER_BREAK;
+        to_neutral(f);
+    }
+}
+
+static void ctl_shieldstun(Fighter *f) {
+    ground_friction(f);
+    if (f->timer >= f->lag) {
+        if (held(f, BP_BTN_SHIELD)) {
+            set_state(f, BP_AS_SHIELD);
+        } else {
+            f->lag = G_SHIELD_DROP_LAG;
+            set_state(f, BP_AS_LAG);
+        }
+    }
+}
+
+static void ctl_shield(Fighter *f) {
+    ground_friction(f);
+    if (!f->grounded) {
+        to_neutral(f);
+        return;
+    }
+    if (fire_ready(f, B_JUMP)) { /* jump out of shield */
+        consume(f, B_JUMP);
+        set_state(f, BP_AS_JUMPSQUAT);
+    } else if (!held(f, BP_BTN_SHIELD)) {
+        f->lag = G_SHIELD_DROP_LAG;
+        set_state(f, BP_AS_LAG);
+    }
+}
+
+static void ctl_lag(Fighter *f, const BpInput *in) {
+    if (f->grounded) ground_friction(f);
+    if (f->timer >= f->lag) {
+        to_neutral(f);
+        actionable(f, in);
+    }
+}
+
+static void ctl_jumpsquat(Fighter *f, const BpInput *in) {
+    ground_friction(f);
+    if (f->timer >= G_JUMPSQUAT) {
+        f->grounded = 0;
+        f->vy = held(f, BP_BTN_JUMP) ? G_JUMP_V : G_HOP_V;
+        f->vx = clampf(f->vx + in->stick_x * G_JUMP_STICK_VX, -G_WALK_MAX, G_WALK_MAX);
+        set_state(f, BP_AS_AIR);
+    }
+}
+
+/* ATTACK / SPECIAL: a move runs startup + active + recovery ticks */
+static void ctl_move(Fighter *f, const BpInput *in) {
+    const Move *m = &MOVES[f->move];
+    if (f->grounded) {
+        if (f->move == MV_SIDE && f->timer >= m->startup && f->timer < m->startup + m->active)
+            f->vx = (float)f->facing * G_SIDE_LUNGE_VX;
+        else
+            ground_friction(f);
+    } else {
+        air_drift(f, in->stick_x, G_AIR_MAX, G_AIR_ACCEL * G_ATTACK_DRIFT);
+    }
+    int recovery = m->recovery;
+    if (f->move == MV_SIDE && !f->move_hit) recovery += G_SIDE_WHIFF_LAG; /* whiffed: punishable */
+    if (f->timer >= m->startup + m->active + recovery) {
+        f->move = MV_NONE;
+        to_neutral(f);
+    }
+}
+
+/* The up-special's direction, from the stick at the end of its startup: any
+ * angle in the upper half plane (neutral = straight up). */
+static void upb_aim(Fighter *f, const BpInput *in) {
+    float sx = in->stick_x, sy = in->stick_y < 0.0f ? 0.0f : in->stick_y;
+    float n2 = sx * sx + sy * sy;
+    if (n2 < G_UPB_NEUTRAL_N2) {
+        sx = 0.0f;
+        sy = 1.0f;
+    } else {
+        float n = approx_sqrt(n2);
+        sx /= n;
+        sy /= n;
+    }
+    f->upb_vx = sx * G_UPB_SPEED;
+    f->upb_vy = sy * G_UPB_SPEED;
+    if (absf(sx) > G_FACE_STICK) f->facing = sx < 0.0f ? -1 : 1;
+}
+
+static void ctl_upspecial(Fighter *f, const BpInput *in) {
+    if (f->timer < G_UPB_STARTUP) {
+        f->vx *= G_UPB_STARTUP_DAMP;
+        f->vy = 0.0f;
+        f->kvx = f->kvy = 0.0f;
+        if (f->timer == G_UPB_STARTUP - 1) upb_aim(f, in);
+    } else if (f->timer < G_UPB_STARTUP + G_UPB_TRAVEL) {
+        f->grounded = 0;
+        f->vx = f->upb_vx;
+        f->vy = f->upb_vy;
+        f->kvx = f->kvy = 0.0f;
+    } else {
+        f->vx = f->upb_vx * G_UPB_END_VX;
+        f->vy = f->upb_vy * G_UPB_END_VY;
+        set_state(f, BP_AS_HELPLESS);
+    }
+}
+
 static void control(BpSim *s, int i, const BpInput *in) {
     Fighter *f = &s->f[i];
     f->timer++;
     f->edge_stop = 1;
     switch (f->state) {
-    case BP_AS_DEAD:
-        if (f->stocks > 0 && f->timer >= G_DEAD_TICKS) {
-            set_state(f, BP_AS_RESPAWN);
-            f->invuln = BP_RESPAWN_INVULN_TICKS;
-        }
-        return;
-    case BP_AS_RESPAWN: {
-        int input = absf(in->stick_x) >= 0.3f || absf(in->stick_y) >= 0.3f || (in->buttons != 0);
-        if (f->timer >= G_RESPAWN_WAIT || (f->timer >= 6 && input)) {
-            set_state(f, BP_AS_AIR);
-            f->grounded = 0;
-            f->jumps_left = 1;
-            f->upb_used = 0;
-            f->sideb_used = 0;
-        }
-        return;
-    }
-    case BP_AS_LEDGE: {
-        int s_ = f->ledge_side;
-        if (f->timer >= G_LEDGE_MAX_TICKS) {
-            set_state(f, BP_AS_AIR);
-            f->regrab = G_LEDGE_REGRAB;
-            return;
-        }
-        if (f->timer < G_LEDGE_MIN_TICKS) return;
-        if (fire_ready(f, B_JUMP)) {
-            consume(f, B_JUMP);
-            set_state(f, BP_AS_AIR);
-            f->vy = G_LEDGE_JUMP_VY;
-            f->vx = -(float)s_ * G_LEDGE_JUMP_VX;
-            f->regrab = G_LEDGE_REGRAB;
-        } else if (in->stick_x * (float)(-s_) > 0.5f || in->stick_y > 0.5f || fire_ready(f, B_ATTACK)) {
-            if (fire_ready(f, B_ATTACK)) consume(f, B_ATTACK);
-            set_state(f, BP_AS_LEDGECLIMB);
-        } else if (in->stick_x * (float)s_ > 0.5f || in->stick_y < -0.5f) {
-            set_state(f, BP_AS_AIR);
-            f->regrab = G_LEDGE_REGRAB;
-        }
-        return;
-    }
-    case BP_AS_LEDGECLIMB:
-        if (f->timer >= G_LEDGE_CLIMB_TICKS) {
-            f->x = (float)f->ledge_side * (EDGE - 10.0f);
-            f->y = 0.0f;
-            f->vx = f->vy = 0.0f;
-            f->grounded = 1;
-            f->facing = -f->ledge_side;
-            f->ledge_side = 0;
-            set_state(f, BP_AS_IDLE);
-        }
-        return;
-    case BP_AS_HITSTUN:
-        if (f->hitstun > 0) f->hitstun--;
-        if (f->hitstun > 0) {
-            if (f->grounded) ground_friction(f);
-            return;
-        }
-        to_neutral(f);
-        actionable(f, in);
-        return;
-    case BP_AS_SHIELDBREAK:
-        ground_friction(f);
-        if (f->timer >= G_SHIELD_BREAK_TICKS) {
-            f->shield = G_SHIELD_AFTER_BREAK;
-            to_neutral(f);
-        }
-        return;
-    case BP_AS_SHIELDSTUN:
-        ground_friction(f);
-        if (f->timer >= f->lag) {
-            if (held(f, BP_BTN_SHIELD)) {
-                set_state(f, BP_AS_SHIELD);
-            } else {
-                f->lag = G_SHIELD_DROP_LAG;
-                set_state(f, BP_AS_LAG);
-            }
-        }
-        return;
-    case BP_AS_SHIELD:
-        ground_friction(f);
-        if (!f->grounded) {
-            to_neutral(f);
-            return;
-        }
-        if (fire_ready(f, B_JUMP)) { /* jump out of shield */
-            consume(f, B_JUMP);
-            set_state(f, BP_AS_JUMPSQUAT);
-        } else if (!held(f, BP_BTN_SHIELD)) {
-            f->lag = G_SHIELD_DROP_LAG;
-            set_state(f, BP_AS_LAG);
-        }
-        return;
-    case BP_AS_LAG:
-        if (f->grounded) ground_friction(f);
-        if (f->timer >= f->lag) {
-            to_neutral(f);
-            actionable(f, in);
-        }
-        return;
-    case BP_AS_JUMPSQUAT:
-        ground_friction(f);
-        if (f->timer >= G_JUMPSQUAT) {
-            f->grounded = 0;
-            f->vy = held(f, BP_BTN_JUMP) ? G_JUMP_V : G_HOP_V;
-            f->vx = clampf(f->vx + in->stick_x * 0.3f, -G_WALK_MAX, G_WALK_MAX);
-            set_state(f, BP_AS_AIR);
-        }
-        return;
+    case BP_AS_DEAD: ctl_dead(f); return;
+    case BP_AS_RESPAWN: ctl_respawn(f, in); return;
+    case BP_AS_LEDGE: ctl_ledge(f, in); return;
+    case BP_AS_LEDGECLIMB: ctl_ledge_climb(f); return;
+    case BP_AS_HITSTUN: ctl_hitstun(f, in); return;
+    case BP_AS_SHIELDBREAK: ctl_shieldbreak(f); return;
+    case BP_AS_SHIELDSTUN: ctl_shieldstun(f); return;
+    case BP_AS_SHIELD: ctl_shield(f); return;
+    case BP_AS_LAG: ctl_lag(f, in); return;
+    case BP_AS_JUMPSQUAT: ctl_jumpsquat(f, in); return;
     case BP_AS_ATTACK:
-    case BP_AS_SPECIAL: {
-        const Move *m = &MOVES[f->move];
-        if (f->grounded) {
-            if (f->move == MV_SIDE && f->timer >= m->startup && f->timer < m->startup + m->active)
-                f->vx = (float)f->facing * 0.8f;
-            else
-                ground_friction(f);
-        } else {
-            air_drift(f, in->stick_x, G_AIR_MAX, G_AIR_ACCEL * 0.5f);
-        }
-        int recovery = m->recovery;
-        if (f->move == MV_SIDE && !f->move_hit) recovery += G_SIDE_WHIFF_LAG; /* whiffed: punishable */
-        if (f->timer >= m->startup + m->active + recovery) {
-            f->move = MV_NONE;
-            to_neutral(f);
-        }
-        return;
-    }
-    case BP_AS_UPSPECIAL:
-        if (f->timer < G_UPB_STARTUP) {
-            f->vx *= 0.8f;
-            f->vy = 0.0f;
-            f->kvx = f->kvy = 0.0f;
-            if (f->timer == G_UPB_STARTUP - 1) {
-                /* direction from the stick at the end of startup: any angle
-                 * in the upper half plane (neutral = straight up) */
-                float sx = in->stick_x, sy = in->stick_y < 0.0f ? 0.0f : in->stick_y;
-                float n2 = sx * sx + sy * sy;
-                if (n2 < 0.04f) {
-                    sx = 0.0f;
-                    sy = 1.0f;
-                } else {
-                    float n = approx_sqrt(n2);
-                    sx /= n;
-                    sy /= n;
-                }
-                f->upb_vx = sx * G_UPB_SPEED;
-                f->upb_vy = sy * G_UPB_SPEED;
-                if (absf(sx) > 0.2f) f->facing = sx < 0.0f ? -1 : 1;
-            }
-        } else if (f->timer < G_UPB_STARTUP + G_UPB_TRAVEL) {
-            f->grounded = 0;
-            f->vx = f->upb_vx;
-            f->vy = f->upb_vy;
-            f->kvx = f->kvy = 0.0f;
-        } else {
-            f->vx = f->upb_vx * 0.4f;
-            f->vy = f->upb_vy * 0.35f;
-            set_state(f, BP_AS_HELPLESS);
-        }
-        return;
-    case BP_AS_HELPLESS:
-        air_drift(f, in->stick_x, G_HELPLESS_AIR_MAX, G_HELPLESS_AIR_ACCEL);
-        return;
-    default: /* IDLE, WALK, AIR */
-        actionable(f, in);
-        return;
+    case BP_AS_SPECIAL: ctl_move(f, in); return;
+    case BP_AS_UPSPECIAL: ctl_upspecial(f, in); return;
+    case BP_AS_HELPLESS: air_drift(f, in->stick_x, G_HELPLESS_AIR_MAX, G_HELPLESS_AIR_ACCEL); return;
+    default: actionable(f, in); return; /* IDLE, WALK, AIR */
     }
 }
 

@@ -47,7 +47,6 @@ uint32_t bp_sim_ticks_left(const BpSim *s);
 uint8_t bp_sim_phase(const BpSim *s); /* BP_PHASE_PLAYING or BP_PHASE_OVER */
 uint8_t bp_sim_winner(const BpSim *s); /* 0, 1, BP_WINNER_DRAW, BP_WINNER_NONE */
 uint32_t bp_sim_match_id(const BpSim *s);
-uint32_t bp_sim_seed(const BpSim *s);
 void bp_sim_players(const BpSim *s, NetPlayer out[2]);
 
 /* Full 92-byte SNAPSHOT packet (header, MatchState, both players); returns
@@ -60,8 +59,6 @@ void bp_sim_copy(BpSim *dst, const BpSim *src);
 /* FNV-1a hash over the full internal state: equal hashes <=> (practically)
  * bit-identical states.  Used by the replay-determinism tests. */
 uint64_t bp_sim_state_hash(const BpSim *s);
-/* sizeof(struct BpSim), so Python can allocate copies if it wants. */
-size_t bp_sim_sizeof(void);
 
 /* Sanitise an input: NaN -> 0, clamp sticks to [-1, 1], mask buttons. */
 BpInput bp_input_sanitize(BpInput in);
