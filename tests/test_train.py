@@ -192,3 +192,17 @@ def test_seeded_runs_are_reproducible(tmp_path):
         model = PPO.load(str(res.final_checkpoint), device="cpu")
         params.append(torch.cat([p.detach().flatten() for p in model.policy.parameters()]))
     assert torch.equal(params[0], params[1])
+
+
+def test_cli_doc_lists_every_setting():
+    """docs/cli.md's flag table is the one generated from TrainConfig."""
+    from helpers import ROOT
+
+    from brawlkit.training.config import markdown_table
+
+    doc = (ROOT / "docs" / "cli.md").read_text()
+    start = doc.index("<!-- TrainConfig table")
+    block = doc[doc.index("\n", start) + 1:doc.index("<!-- end of TrainConfig table")].strip()
+    assert block == markdown_table(), (
+        "docs/cli.md's TrainConfig table is stale: paste the output of "
+        "brawlkit.training.config.markdown_table() between its markers")

@@ -172,3 +172,17 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
     """The :class:`TrainConfig` of parsed arguments (validated)."""
     return TrainConfig.from_dict({name: getattr(args, name) for name in config_fields()})
+
+
+def markdown_table() -> str:
+    """The flag table of docs/cli.md, generated from the fields (a test keeps the doc equal
+    to it: ``python -c "from brawlkit.training.config import markdown_table as t; print(t())"``)."""
+    rows = ["| flag | default | what it sets |", "|---|---|---|"]
+    defaults = TrainConfig()
+    for f in dataclasses.fields(TrainConfig):
+        v = getattr(defaults, f.name)
+        shown = ",".join(map(str, v)) if isinstance(v, tuple) else v
+        text = str(f.metadata["help"]).replace("|", "\\|")
+        aliases = "".join(f", `{a}`" for a in f.metadata.get("aliases", ()))
+        rows.append(f"| `--{f.name.replace('_', '-')}`{aliases} | `{shown}` | {text} |")
+    return "\n".join(rows)
