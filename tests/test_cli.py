@@ -32,8 +32,9 @@ def test_bench_env_json() -> None:
     for key in ("udp_lockstep_steps_per_s", "udp_fastforward_steps_per_s",
                 "inprocess_steps_per_s", "ratio_udp_lockstep_vs_inprocess"):
         assert res[key] > 0, key
+    # the ratio is rounded to 3 decimals (a loaded machine can make it small)
     assert res["ratio_udp_lockstep_vs_inprocess"] == pytest.approx(
-        res["udp_lockstep_steps_per_s"] / res["inprocess_steps_per_s"], rel=0.01)
+        res["udp_lockstep_steps_per_s"] / res["inprocess_steps_per_s"], abs=6e-4)
     assert res["parts_us"]["round_trip_us"] > 0
 
 
@@ -55,7 +56,7 @@ def test_bench_train_json_small() -> None:
     row = last_json(r.stdout)["n_envs"]["1"]
     assert row["brawlpit_steps_per_s"] > 0 and row["dummy_steps_per_s"] > 0
     assert row["ratio"] == pytest.approx(row["brawlpit_steps_per_s"] / row["dummy_steps_per_s"],
-                                         rel=0.01)
+                                         abs=6e-4)  # rounded to 3 decimals
 
 
 def test_parity_json() -> None:
@@ -71,6 +72,24 @@ def test_every_command_has_help() -> None:
     for argv in [[c] for c in COMMANDS if c != "parena"] + [["bench", b] for b in BENCHES]:
         r = brawlkit(*argv, "--help")
         assert r.returncode == 0 and "usage:" in r.stdout, (argv, r.stderr)
+
+
+@pytest.mark.parametrize("program", ["brawlpit_server", "brawlpit_bot", "brawlpit_policy",
+                                     "brawlpit_cputable", "brawlpit_obs"])
+def test_native_programs_print_help_and_refuse_unknown_options(program: str) -> None:
+    """``-h``/``--help``: the usage and the options on stdout, exit 0; an unknown option:
+    the usage on stderr, exit 2."""
+    import subprocess
+
+    from brawlkit.common.paths import native_path
+
+    exe = str(native_path(program))
+    for flag in ("--help", "-h"):
+        r = subprocess.run([exe, flag], capture_output=True, text=True, timeout=10)
+        assert r.returncode == 0 and "usage:" in r.stdout and r.stderr == "", (program, flag, r)
+        assert len(r.stdout.splitlines()) >= 4, r.stdout  # more than the usage line
+    r = subprocess.run([exe, "--no-such-option"], capture_output=True, text=True, timeout=10)
+    assert r.returncode == 2 and "usage:" in r.stderr and r.stdout == "", (program, r)
 
 
 def test_cputable_json() -> None:

@@ -34,8 +34,37 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* ------------------------------------------------------------ tuning
+ * How the plans are carried out: stick pushes (fractions of full tilt), hold
+ * times (ticks), distances (stage units).  The per-level numbers are LEVELS. */
 #define HIST 64
 #define EDGE BP_STAGE_HALF_WIDTH
+#define WAIT_JITTER 2.0f        /* a decision waits cadence - 1 + [0, 2) ticks */
+#define RESPAWN_DRIFT 0.3f      /* push while drifting off the respawn point */
+#define LEDGE_JUMP_DRIFT 0.5f   /* push home while jumping from the ledge */
+#define RECOVER_JUMP_HOLD 2     /* JUMP stays held after a recovery jump */
+#define FUMBLE_UP_CHANCE 0.2f   /* a fumble pushes the stick up this often */
+#define FUMBLE_SHIELD_HOLD 10   /* a fumbled shield stays up this long */
+#define CENTER_DEAD_X 20.0f     /* drift to the centre only beyond this |x| */
+#define CENTER_DRIFT 0.5f
+#define SHIELD_HOLD_MIN 8       /* a shield is held SHIELD_HOLD_MIN + [0, SPREAD) ticks */
+#define SHIELD_HOLD_SPREAD 10.0f
+#define BLOCK_MARGIN 3          /* shield a finisher this long past its active window */
+#define BLOCK_HOLD_MIN 4        /* and at least this long */
+#define WHIFF_ATTACK_HOLD 20    /* ATTACK held after a whiff-punish jab (buffers the next) */
+#define ANTI_AIR_JUMP_HOLD 4
+#define EDGEGUARD_INSET 4.0f    /* the edgeguard stand point, inside the edge */
+#define EDGEGUARD_SLACK 3.0f    /* close enough to the stand point */
+#define EDGEGUARD_WALK 0.55f    /* push toward the stand point */
+#define EDGEGUARD_FACE 0.25f    /* push that faces out without walking */
+#define EDGEGUARD_PUSH 0.5f     /* push toward the edge with an edgeguard hit */
+#define ATTACK_PUSH 0.4f        /* forward push with a jab or the finisher */
+#define AIR_PUSH 0.5f           /* forward push with the anti-air jump and aerials */
+#define BACK_OFF_PUSH 0.5f      /* push away from the opponent */
+#define SHUFFLE_PUSH 0.4f
+#define HOME_WALK 0.5f          /* push back from the edge */
+#define APPROACH_RUN_DIST 40.0f /* approach at full tilt beyond this (or in the air) */
+#define APPROACH_WALK 0.55f
 
 typedef struct {
     int delay, period;
@@ -197,105 +226,130 @@ static int choose_plan(BpCpu *c, const NetPlayer *me, const NetPlayer *op, int o
                         r[11], r[12], r[13], r[14], r[15]);
 }
 
-/* A plan's stick and buttons; buttons to keep held go to *hold_btn for *hold_ticks. */
-static BpInput execute(BpCpu *c, int plan, const NetPlayer *me, const NetPlayer *op, int op_sb_age,
-                       uint32_t *hold_btn, int *hold_ticks) {
-    float dx = op->x - me->x;
-    float dist = absf(dx), face = sgn(dx);
-    float side = sgn(op->x); /* the side the opponent is on (off) */
-    float home = -sgn(me->x);
-    int me_ground = (me->flags & BP_PLAYER_FLAG_ON_GROUND) != 0;
-    switch (plan) {
-    case PRN_PLAN_RESPAWN_WAIT:
-    case PRN_PLAN_LEDGE_WAIT:
-    case PRN_PLAN_IDLE:
-        return in_make(0, 0, 0);
-    case PRN_PLAN_RESPAWN_DRIFT:
-        return in_make(home * 0.3f, 0, 0);
-    case PRN_PLAN_LEDGE_CLIMB:
-        return in_make(home, 0, 0);
-    case PRN_PLAN_LEDGE_JUMP:
-        return in_make(home * 0.5f, 0, BP_BTN_JUMP);
-    case PRN_PLAN_LEDGE_ATTACK:
-        return in_make(0, 0, BP_BTN_ATTACK); /* attack getup */
-    case PRN_PLAN_RECOVER: {
-        BpInput out = recover(c, me);
-        if (out.buttons & BP_BTN_JUMP) *hold_btn = BP_BTN_JUMP, *hold_ticks = 2;
-        return out;
-    }
-    case PRN_PLAN_FUMBLE: { /* a random stick and button */
-        static const uint32_t rb[6] = {0, 0, BP_BTN_ATTACK, BP_BTN_JUMP, BP_BTN_SPECIAL, BP_BTN_SHIELD};
-        float sx = frand(c) * 2.0f - 1.0f;
-        float sy = frand(c) < 0.2f ? 1.0f : 0.0f;
-        uint32_t b = rb[rng_next(&c->rng) % 6u];
-        if (b == BP_BTN_SHIELD) *hold_btn = BP_BTN_SHIELD, *hold_ticks = 10;
-        return in_make(sx, sy, b);
-    }
-    case PRN_PLAN_DRIFT_CENTER:
-        if (absf(me->x) > 20.0f) return in_make(home * 0.5f, 0, 0);
-        return in_make(0, 0, 0);
-    case PRN_PLAN_SHIELD:
-        *hold_btn = BP_BTN_SHIELD;
-        *hold_ticks = 8 + (int)(frand(c) * 10.0f);
-        return in_make(0, 0, BP_BTN_SHIELD);
-    case PRN_PLAN_BLOCK_FINISHER: { /* shield until its active window (as we estimate it) is over */
-        int left = SB_END + 3 - (op_sb_age + c->p.delay);
-        *hold_btn = BP_BTN_SHIELD;
-        *hold_ticks = left < 4 ? 4 : left;
-        return in_make(0, 0, BP_BTN_SHIELD);
-    }
-    case PRN_PLAN_WAIT_FINISHER:
-        return in_make(0, 0, 0);
-    case PRN_PLAN_PUNISH_WHIFF: /* jab, and keep ATTACK held: the sim buffers the follow-up jab */
-        *hold_btn = BP_BTN_ATTACK;
-        *hold_ticks = 20;
-        return in_make(face * 0.4f, 0, BP_BTN_ATTACK);
-    case PRN_PLAN_EDGEGUARD_FINISHER:
-        return in_make(side * 0.5f, 0, BP_BTN_SPECIAL);
-    case PRN_PLAN_EDGEGUARD_HIT:
-        return in_make(side * 0.5f, 0, BP_BTN_ATTACK);
-    case PRN_PLAN_EDGEGUARD_POSITION: {
-        float stand = side * (EDGE - 4.0f);
-        if (absf(me->x - stand) > 3.0f) return in_make(sgn(stand - me->x) * 0.55f, 0, 0);
-        return in_make(side * 0.25f, 0, 0); /* face out, stay */
-    }
-    case PRN_PLAN_PUNISH_FINISHER:
-    case PRN_PLAN_SHIELD_PRESSURE:
-    case PRN_PLAN_FINISHER:
-    case PRN_PLAN_POKE_FINISHER:
-        return in_make(face * 0.4f, 0, BP_BTN_SPECIAL);
-    case PRN_PLAN_PUNISH_HIT:
-    case PRN_PLAN_HIT:
-        return in_make(face * 0.4f, 0, BP_BTN_ATTACK);
-    case PRN_PLAN_PUNISH_APPROACH:
-    case PRN_PLAN_TURN_FROM_EDGE:
-        return in_make(face, 0, 0);
-    case PRN_PLAN_BACK_OFF:
-        return in_make(-face * 0.5f, 0, 0);
-    case PRN_PLAN_ANTI_AIR:
-        *hold_btn = BP_BTN_JUMP;
-        *hold_ticks = 4;
-        return in_make(face * 0.5f, 0, BP_BTN_JUMP);
-    case PRN_PLAN_AIR_ATTACK:
-        return in_make(face * 0.5f, 0, BP_BTN_ATTACK);
-    case PRN_PLAN_BACK_FROM_EDGE:
-        return in_make(home * 0.5f, 0, 0);
-    case PRN_PLAN_APPROACH:
-        return in_make(!me_ground || dist > 40.0f ? face : face * 0.55f, 0, 0);
-    case PRN_PLAN_SHUFFLE:
-        return in_make(-face * 0.4f, 0, 0);
-    default:
-        return in_make(0, 0, 0);
+/* Plans carried out as one stick push and one press (every plan execute()
+ * does not treat itself): stick_x = push toward `toward`; buttons pressed; and
+ * hold_btn held for hold_ticks when hold_ticks > 0.  Missing plans (the wait
+ * plans, IDLE) are all zero: a neutral input. */
+enum { TOWARD_NOTHING = 0, TOWARD_HOME, TOWARD_OPPONENT, TOWARD_OP_SIDE };
+typedef struct {
+    int toward;
+    float push;
+    uint32_t buttons, hold_btn;
+    int hold_ticks;
+} Press;
+
+static const Press PRESSES[PRN_PLAN_COUNT] = {
+    [PRN_PLAN_RESPAWN_DRIFT] = {TOWARD_HOME, RESPAWN_DRIFT, 0, 0, 0},
+    [PRN_PLAN_LEDGE_CLIMB] = {TOWARD_HOME, 1.0f, 0, 0, 0},
+    [PRN_PLAN_LEDGE_JUMP] = {TOWARD_HOME, LEDGE_JUMP_DRIFT, BP_BTN_JUMP, 0, 0},
+    [PRN_PLAN_LEDGE_ATTACK] = {TOWARD_NOTHING, 0.0f, BP_BTN_ATTACK, 0, 0}, /* attack getup */
+    /* jab, and keep ATTACK held: the sim buffers the follow-up jab */
+    [PRN_PLAN_PUNISH_WHIFF] = {TOWARD_OPPONENT, ATTACK_PUSH, BP_BTN_ATTACK, BP_BTN_ATTACK, WHIFF_ATTACK_HOLD},
+    [PRN_PLAN_EDGEGUARD_FINISHER] = {TOWARD_OP_SIDE, EDGEGUARD_PUSH, BP_BTN_SPECIAL, 0, 0},
+    [PRN_PLAN_EDGEGUARD_HIT] = {TOWARD_OP_SIDE, EDGEGUARD_PUSH, BP_BTN_ATTACK, 0, 0},
+    [PRN_PLAN_PUNISH_FINISHER] = {TOWARD_OPPONENT, ATTACK_PUSH, BP_BTN_SPECIAL, 0, 0},
+    [PRN_PLAN_SHIELD_PRESSURE] = {TOWARD_OPPONENT, ATTACK_PUSH, BP_BTN_SPECIAL, 0, 0},
+    [PRN_PLAN_FINISHER] = {TOWARD_OPPONENT, ATTACK_PUSH, BP_BTN_SPECIAL, 0, 0},
+    [PRN_PLAN_POKE_FINISHER] = {TOWARD_OPPONENT, ATTACK_PUSH, BP_BTN_SPECIAL, 0, 0},
+    [PRN_PLAN_PUNISH_HIT] = {TOWARD_OPPONENT, ATTACK_PUSH, BP_BTN_ATTACK, 0, 0},
+    [PRN_PLAN_HIT] = {TOWARD_OPPONENT, ATTACK_PUSH, BP_BTN_ATTACK, 0, 0},
+    [PRN_PLAN_PUNISH_APPROACH] = {TOWARD_OPPONENT, 1.0f, 0, 0, 0},
+    [PRN_PLAN_TURN_FROM_EDGE] = {TOWARD_OPPONENT, 1.0f, 0, 0, 0},
+    [PRN_PLAN_BACK_OFF] = {TOWARD_OPPONENT, -BACK_OFF_PUSH, 0, 0, 0},
+    [PRN_PLAN_ANTI_AIR] = {TOWARD_OPPONENT, AIR_PUSH, BP_BTN_JUMP, BP_BTN_JUMP, ANTI_AIR_JUMP_HOLD},
+    [PRN_PLAN_AIR_ATTACK] = {TOWARD_OPPONENT, AIR_PUSH, BP_BTN_ATTACK, 0, 0},
+    [PRN_PLAN_BACK_FROM_EDGE] = {TOWARD_HOME, HOME_WALK, 0, 0, 0},
+    [PRN_PLAN_SHUFFLE] = {TOWARD_OPPONENT, -SHUFFLE_PUSH, 0, 0, 0},
+};
+
+/* the unit direction (-1 or +1; 0 for TOWARD_NOTHING) of a Press */
+static float toward(int which, const NetPlayer *me, const NetPlayer *op) {
+    switch (which) {
+    case TOWARD_HOME: return -sgn(me->x);
+    case TOWARD_OPPONENT: return sgn(op->x - me->x);
+    case TOWARD_OP_SIDE: return sgn(op->x); /* the side the opponent is on (off) */
+    default: return 0.0f;
     }
 }
 
-BpInput bp_cpu_think(BpCpu *c, const BpSim *s, int slot) {
-    BpInput out = {0.0f, 0.0f, 0u};
-    if (!c || !s || slot < 0 || slot > 1) return out;
+static BpInput exec_press(int plan, const NetPlayer *me, const NetPlayer *op, uint32_t *hold_btn,
+                          int *hold_ticks) {
+    if (plan < 0 || plan >= PRN_PLAN_COUNT) return in_make(0, 0, 0);
+    const Press *p = &PRESSES[plan];
+    if (p->hold_ticks > 0) *hold_btn = p->hold_btn, *hold_ticks = p->hold_ticks;
+    return in_make(toward(p->toward, me, op) * p->push, 0, p->buttons);
+}
+
+static BpInput exec_recover(BpCpu *c, const NetPlayer *me, uint32_t *hold_btn, int *hold_ticks) {
+    BpInput out = recover(c, me);
+    if (out.buttons & BP_BTN_JUMP) *hold_btn = BP_BTN_JUMP, *hold_ticks = RECOVER_JUMP_HOLD;
+    return out;
+}
+
+/* a random stick and button */
+static BpInput exec_fumble(BpCpu *c, uint32_t *hold_btn, int *hold_ticks) {
+    static const uint32_t rb[6] = {0, 0, BP_BTN_ATTACK, BP_BTN_JUMP, BP_BTN_SPECIAL, BP_BTN_SHIELD};
+    float sx = frand(c) * 2.0f - 1.0f;
+    float sy = frand(c) < FUMBLE_UP_CHANCE ? 1.0f : 0.0f;
+    uint32_t b = rb[rng_next(&c->rng) % (uint32_t)(sizeof rb / sizeof rb[0])];
+    if (b == BP_BTN_SHIELD) *hold_btn = BP_BTN_SHIELD, *hold_ticks = FUMBLE_SHIELD_HOLD;
+    return in_make(sx, sy, b);
+}
+
+static BpInput exec_shield(BpCpu *c, uint32_t *hold_btn, int *hold_ticks) {
+    *hold_btn = BP_BTN_SHIELD;
+    *hold_ticks = SHIELD_HOLD_MIN + (int)(frand(c) * SHIELD_HOLD_SPREAD);
+    return in_make(0, 0, BP_BTN_SHIELD);
+}
+
+/* shield until the finisher's active window (as we estimate it) is over */
+static BpInput exec_block_finisher(const BpCpu *c, int op_sb_age, uint32_t *hold_btn, int *hold_ticks) {
+    int left = SB_END + BLOCK_MARGIN - (op_sb_age + c->p.delay);
+    *hold_btn = BP_BTN_SHIELD;
+    *hold_ticks = left < BLOCK_HOLD_MIN ? BLOCK_HOLD_MIN : left;
+    return in_make(0, 0, BP_BTN_SHIELD);
+}
+
+static BpInput exec_drift_center(const NetPlayer *me) {
+    if (absf(me->x) > CENTER_DEAD_X) return in_make(-sgn(me->x) * CENTER_DRIFT, 0, 0);
+    return in_make(0, 0, 0);
+}
+
+static BpInput exec_edgeguard_position(const NetPlayer *me, const NetPlayer *op) {
+    float side = sgn(op->x);
+    float stand = side * (EDGE - EDGEGUARD_INSET);
+    if (absf(me->x - stand) > EDGEGUARD_SLACK) return in_make(sgn(stand - me->x) * EDGEGUARD_WALK, 0, 0);
+    return in_make(side * EDGEGUARD_FACE, 0, 0); /* face out, stay */
+}
+
+static BpInput exec_approach(const NetPlayer *me, const NetPlayer *op) {
+    float dx = op->x - me->x;
+    float face = sgn(dx);
+    int me_ground = (me->flags & BP_PLAYER_FLAG_ON_GROUND) != 0;
+    return in_make(!me_ground || absf(dx) > APPROACH_RUN_DIST ? face : face * APPROACH_WALK, 0, 0);
+}
+
+/* A plan's stick and buttons; buttons to keep held go to *hold_btn for *hold_ticks. */
+static BpInput execute(BpCpu *c, int plan, const NetPlayer *me, const NetPlayer *op, int op_sb_age,
+                       uint32_t *hold_btn, int *hold_ticks) {
+    switch (plan) {
+    case PRN_PLAN_RECOVER: return exec_recover(c, me, hold_btn, hold_ticks);
+    case PRN_PLAN_FUMBLE: return exec_fumble(c, hold_btn, hold_ticks);
+    case PRN_PLAN_DRIFT_CENTER: return exec_drift_center(me);
+    case PRN_PLAN_SHIELD: return exec_shield(c, hold_btn, hold_ticks);
+    case PRN_PLAN_BLOCK_FINISHER: return exec_block_finisher(c, op_sb_age, hold_btn, hold_ticks);
+    case PRN_PLAN_EDGEGUARD_POSITION: return exec_edgeguard_position(me, op);
+    case PRN_PLAN_APPROACH: return exec_approach(me, op);
+    default: return exec_press(plan, me, op, hold_btn, hold_ticks);
+    }
+}
+
+/* A new match (or a jump in time): forget the past. */
+static void sync_match(BpCpu *c, const BpSim *s) {
     uint32_t t = bp_sim_tick(s);
     uint32_t mid = bp_sim_match_id(s);
     if (c->last_tick == UINT32_MAX || t < c->last_tick || mid != c->match_id || t > c->last_tick + 1) {
-        c->n = 0; /* new match (or a jump in time): forget the past */
+        c->n = 0;
         c->wait = 0;
         c->hold_btn_ticks = 0;
         c->upb_done = 0;
@@ -304,27 +358,64 @@ BpInput bp_cpu_think(BpCpu *c, const BpSim *s, int slot) {
     }
     c->last_tick = t;
     c->match_id = mid;
-    NetPlayer now[2];
-    bp_sim_players(s, now);
-    memcpy(c->hist[c->n % HIST], now, sizeof now);
-    {
-        int prev = c->n > 0 ? c->sb_age[(c->n - 1) % HIST] : -1;
-        c->sb_age[c->n % HIST] = now[1 - slot].action_state == BP_AS_SPECIAL ? prev + 1 : -1;
-    }
+}
+
+/* this tick's view into the history, with the opponent's side-special age */
+static void record(BpCpu *c, const NetPlayer now[2], int slot) {
+    memcpy(c->hist[c->n % HIST], now, sizeof c->hist[0]);
+    int prev = c->n > 0 ? c->sb_age[(c->n - 1) % HIST] : -1;
+    c->sb_age[c->n % HIST] = now[1 - slot].action_state == BP_AS_SPECIAL ? prev + 1 : -1;
     c->n++;
+}
+
+/* history index of the opponent as we see it: `delay` ticks ago (or the oldest we have) */
+static uint32_t delayed(const BpCpu *c) {
     uint32_t d = (uint32_t)c->p.delay;
     if (d >= c->n) d = c->n - 1;
-    const NetPlayer *me = &now[slot];
-    const NetPlayer *op = &c->hist[(c->n - 1 - d) % HIST][1 - slot];
-    int op_sb_age = c->sb_age[(c->n - 1 - d) % HIST];
+    return (c->n - 1 - d) % HIST;
+}
 
-    /* bookkeeping on our own (current) state */
+/* Bookkeeping on our own (current) state; 1 while we are offstage. */
+static int track_self(BpCpu *c, const NetPlayer *me) {
     int off = (me->flags & BP_PLAYER_FLAG_OFFSTAGE) && !(me->flags & BP_PLAYER_FLAG_ON_GROUND) && !is_dead(me);
     if ((me->flags & BP_PLAYER_FLAG_ON_GROUND) || me->action_state == BP_AS_LEDGE ||
         me->action_state == BP_AS_HITSTUN || is_dead(me))
         c->upb_done = 0;
     if (off && !c->was_off) c->rec_good = frand(c) < c->p.recover;
     c->was_off = off;
+    return off;
+}
+
+/* A decision: choose a plan, carry it out, keep its stick (and held buttons)
+ * until the next one. */
+static BpInput decide(BpCpu *c, const NetPlayer *me, const NetPlayer *op, int op_sb_age) {
+    uint32_t hold_btn = 0;
+    int hold_ticks = 0;
+    BpInput out = execute(c, choose_plan(c, me, op, op_sb_age), me, op, op_sb_age, &hold_btn, &hold_ticks);
+    if (hold_ticks > 0) {
+        c->hold_btn = hold_btn;
+        c->hold_btn_ticks = hold_ticks;
+        if (c->wait < hold_ticks) c->wait = hold_ticks;
+    } else {
+        c->hold_btn_ticks = 0;
+    }
+    c->hold = out;
+    c->hold.buttons = 0;
+    return out;
+}
+
+BpInput bp_cpu_think(BpCpu *c, const BpSim *s, int slot) {
+    BpInput out = {0.0f, 0.0f, 0u};
+    if (!c || !s || slot < 0 || slot > 1) return out;
+    sync_match(c, s);
+    NetPlayer now[2];
+    bp_sim_players(s, now);
+    record(c, now, slot);
+    uint32_t k = delayed(c);
+    const NetPlayer *me = &now[slot];
+    const NetPlayer *op = &c->hist[k][1 - slot];
+    int op_sb_age = c->sb_age[k];
+    int off = track_self(c, me);
 
     if (c->upb_steer > 0) { /* the up-special reads its angle at the end of startup */
         c->upb_steer--;
@@ -336,29 +427,16 @@ BpInput bp_cpu_think(BpCpu *c, const BpSim *s, int slot) {
         c->hold_btn_ticks--;
         held = c->hold_btn;
     }
-    /* offstage: recovery is urgent, decide at a faster cadence */
-    int cadence = off ? (c->p.period + 1) / 2 : c->p.period;
-    if (c->wait > 0) {
+    if (c->wait > 0) { /* between decisions: hold the stick */
         c->wait--;
         out = c->hold;
         out.buttons = held;
         return out;
     }
-    c->wait = cadence - 1 + (int)(frand(c) * 2.0f);
-
-    uint32_t hold_btn = 0;
-    int hold_ticks = 0;
-    out = execute(c, choose_plan(c, me, op, op_sb_age), me, op, op_sb_age, &hold_btn, &hold_ticks);
-    if (hold_ticks > 0) {
-        c->hold_btn = hold_btn;
-        c->hold_btn_ticks = hold_ticks;
-        if (c->wait < hold_ticks) c->wait = hold_ticks;
-    } else {
-        c->hold_btn_ticks = 0;
-    }
-    c->hold = out;
-    c->hold.buttons = 0;
-    return out;
+    /* offstage: recovery is urgent, decide at a faster cadence */
+    int cadence = off ? (c->p.period + 1) / 2 : c->p.period;
+    c->wait = cadence - 1 + (int)(frand(c) * WAIT_JITTER);
+    return decide(c, me, op, op_sb_age);
 }
 
 /* ------------------------------------------------------------ helpers */

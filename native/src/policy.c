@@ -83,89 +83,123 @@ static float rdf32(const uint8_t *p)
 
 /* ------------------------------------------------------------------ LZ4 */
 
+#define LZ4_FIRST_CAP ((size_t)64 << 10) /* first output size when the frame states none */
+
+/* the growing output of a decompression */
+typedef struct {
+    uint8_t *p;
+    size_t cap, len;
+} OutBuf;
+
+/* Read the frame header: *consumed = its size, *cap = the first output size
+ * (the stated content size + 1, so that "more than the limit" is detectable,
+ * else LZ4_FIRST_CAP).  0, or -1 (g_err set). */
+static int lz4_frame_header(LZ4F_dctx *dctx, const uint8_t *src, size_t n, const char *what,
+                            size_t *consumed, size_t *cap)
+{
+    LZ4F_frameInfo_t info;
+    memset(&info, 0, sizeof info);
+    *consumed = n;
+    size_t r = LZ4F_getFrameInfo(dctx, &info, src, consumed);
+    if (LZ4F_isError(r)) {
+        set_err("bpw: %s: bad LZ4 frame header (%s)", what, LZ4F_getErrorName(r));
+        return -1;
+    }
+    if (info.contentSize > BP_POLICY_MAX_RAW_BYTES) {
+        set_err("bpw: %s: LZ4 content size %llu exceeds limit %u", what,
+                (unsigned long long)info.contentSize, BP_POLICY_MAX_RAW_BYTES);
+        return -1;
+    }
+    *cap = info.contentSize ? (size_t)info.contentSize + 1 : LZ4_FIRST_CAP;
+    return 0;
+}
+
+/* Double the output, up to one byte more than the limit.  0, or -1. */
+static int outbuf_grow(OutBuf *o, const char *what)
+{
+    const size_t hard_cap = (size_t)BP_POLICY_MAX_RAW_BYTES + 1;
+    size_t ncap = o->cap * 2 > hard_cap ? hard_cap : o->cap * 2;
+    uint8_t *nd = realloc(o->p, ncap);
+    if (!nd) {
+        set_err("bpw: %s: out of memory", what);
+        return -1;
+    }
+    o->p = nd;
+    o->cap = ncap;
+    return 0;
+}
+
+/* Decompress src[*pos..n) into o until the frame ends (checksums verified by
+ * liblz4); *pos = the first byte after it.  0, or -1 (g_err set). */
+static int lz4_frame_body(LZ4F_dctx *dctx, const uint8_t *src, size_t n, size_t *pos,
+                          const char *what, OutBuf *o)
+{
+    for (;;) {
+        size_t dst_sz = o->cap - o->len, src_sz = n - *pos;
+        size_t r = LZ4F_decompress(dctx, o->p + o->len, &dst_sz, src + *pos, &src_sz, NULL);
+        if (LZ4F_isError(r)) {
+            set_err("bpw: %s: corrupt LZ4 frame (%s)", what, LZ4F_getErrorName(r));
+            return -1;
+        }
+        *pos += src_sz;
+        o->len += dst_sz;
+        if (o->len > BP_POLICY_MAX_RAW_BYTES) {
+            set_err("bpw: %s: decompressed size exceeds limit %u", what,
+                    BP_POLICY_MAX_RAW_BYTES);
+            return -1;
+        }
+        if (r == 0) {
+            return 0; /* frame complete */
+        }
+        if (o->len == o->cap) {
+            if (outbuf_grow(o, what) != 0) {
+                return -1;
+            }
+            continue;
+        }
+        if (*pos >= n) {
+            set_err("bpw: %s: truncated LZ4 frame", what);
+            return -1;
+        }
+        if (src_sz == 0 && dst_sz == 0) {
+            set_err("bpw: %s: LZ4 decoder made no progress", what);
+            return -1;
+        }
+    }
+}
+
 /* Decompress one LZ4 frame that must span exactly src[0..n).  Output is
  * malloc'ed, at most BP_POLICY_MAX_RAW_BYTES.  Returns 0 or -1 (g_err set). */
 static int lz4_frame_decode(const uint8_t *src, size_t n, const char *what, uint8_t **out,
                             size_t *out_len)
 {
     LZ4F_dctx *dctx = NULL;
-    uint8_t *dst = NULL;
-    int rc = -1;
+    OutBuf o = {NULL, 0, 0};
+    size_t pos = 0;
     *out = NULL;
     *out_len = 0;
     if (LZ4F_isError(LZ4F_createDecompressionContext(&dctx, LZ4F_VERSION))) {
         set_err("bpw: %s: cannot create LZ4 context", what);
         return -1;
     }
-    LZ4F_frameInfo_t info;
-    memset(&info, 0, sizeof info);
-    size_t consumed = n;
-    size_t r = LZ4F_getFrameInfo(dctx, &info, src, &consumed);
-    if (LZ4F_isError(r)) {
-        set_err("bpw: %s: bad LZ4 frame header (%s)", what, LZ4F_getErrorName(r));
-        goto done;
-    }
-    if (info.contentSize > BP_POLICY_MAX_RAW_BYTES) {
-        set_err("bpw: %s: LZ4 content size %llu exceeds limit %u", what,
-                (unsigned long long)info.contentSize, BP_POLICY_MAX_RAW_BYTES);
-        goto done;
-    }
-    /* +1 so that "more than the limit" is detectable */
-    const size_t hard_cap = (size_t)BP_POLICY_MAX_RAW_BYTES + 1;
-    size_t cap = info.contentSize ? (size_t)info.contentSize + 1 : (size_t)64 << 10;
-    size_t produced = 0, pos = consumed;
-    dst = malloc(cap);
-    if (!dst) {
+    int rc = lz4_frame_header(dctx, src, n, what, &pos, &o.cap);
+    if (rc == 0 && !(o.p = malloc(o.cap))) {
         set_err("bpw: %s: out of memory", what);
-        goto done;
+        rc = -1;
     }
-    for (;;) {
-        size_t dst_sz = cap - produced, src_sz = n - pos;
-        r = LZ4F_decompress(dctx, dst + produced, &dst_sz, src + pos, &src_sz, NULL);
-        if (LZ4F_isError(r)) {
-            set_err("bpw: %s: corrupt LZ4 frame (%s)", what, LZ4F_getErrorName(r));
-            goto done;
-        }
-        pos += src_sz;
-        produced += dst_sz;
-        if (produced > BP_POLICY_MAX_RAW_BYTES) {
-            set_err("bpw: %s: decompressed size exceeds limit %u", what,
-                    BP_POLICY_MAX_RAW_BYTES);
-            goto done;
-        }
-        if (r == 0) {
-            break; /* frame complete (checksums verified by liblz4) */
-        }
-        if (produced == cap) {
-            size_t ncap = cap * 2 > hard_cap ? hard_cap : cap * 2;
-            uint8_t *nd = realloc(dst, ncap);
-            if (!nd) {
-                set_err("bpw: %s: out of memory", what);
-                goto done;
-            }
-            dst = nd;
-            cap = ncap;
-            continue;
-        }
-        if (pos >= n) {
-            set_err("bpw: %s: truncated LZ4 frame", what);
-            goto done;
-        }
-        if (src_sz == 0 && dst_sz == 0) {
-            set_err("bpw: %s: LZ4 decoder made no progress", what);
-            goto done;
-        }
+    if (rc == 0) {
+        rc = lz4_frame_body(dctx, src, n, &pos, what, &o);
     }
-    if (pos != n) {
+    if (rc == 0 && pos != n) {
         set_err("bpw: %s: %zu trailing bytes after LZ4 frame", what, n - pos);
-        goto done;
+        rc = -1;
     }
-    *out = dst;
-    *out_len = produced;
-    dst = NULL;
-    rc = 0;
-done:
-    free(dst);
+    if (rc == 0) {
+        *out = o.p;
+        *out_len = o.len;
+        o.p = NULL;
+    }
+    free(o.p);
     LZ4F_freeDecompressionContext(dctx);
     return rc;
 }

@@ -25,6 +25,9 @@
  *       with bp_policy_load_mem, runs one forward on accepted ones, prints
  *       "<index> ok <kind>" or "<index> refused <reason>" per record, then
  *       "done <count>".  One process for thousands of blobs (ASan build).
+ *   brawlpit_policy --help
+ *       the usage and one line per command on stdout, exit 0.  A usage error
+ *       prints the usage on stderr and exits 2.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdint.h>
@@ -40,15 +43,33 @@ static const char *kind_name(int k)
     return k == BP_POLICY_KIND_RAW ? "raw" : k == BP_POLICY_KIND_LZ4 ? "lz4" : "shuffle";
 }
 
+static const char USAGE[] = "usage: brawlpit_policy check BLOB\n"
+                            "       brawlpit_policy info BLOB\n"
+                            "       brawlpit_policy forward [--ref] BLOB OBS.f32 OUT.f32\n"
+                            "       brawlpit_policy decode ACT.f32 OUT.txt\n"
+                            "       brawlpit_policy bench BLOB N\n"
+                            "       brawlpit_policy fuzz < records\n";
+
 static int usage(void)
 {
-    fprintf(stderr, "usage: brawlpit_policy check BLOB\n"
-                    "       brawlpit_policy info BLOB\n"
-                    "       brawlpit_policy forward [--ref] BLOB OBS.f32 OUT.f32\n"
-                    "       brawlpit_policy decode ACT.f32 OUT.txt\n"
-                    "       brawlpit_policy bench BLOB N\n"
-                    "       brawlpit_policy fuzz < records\n");
+    fputs(USAGE, stderr);
     return 2;
+}
+
+static int help(void)
+{
+    fputs(USAGE, stdout);
+    fputs("Command line of the .bpw policy loader and forward pass (docs/bpw.md).\n"
+          "  check BLOB      load BLOB: one `ok ...` line (exit 0) or `refused: <reason>` (exit 1)\n"
+          "  info BLOB       the blob's facts as `key value` lines, one `layer ...` line per layer\n"
+          "  forward         N*obs_dim float32 in OBS.f32 -> N*act_dim Gaussian means in OUT.f32;\n"
+          "                  --ref uses the scalar libm-tanhf path\n"
+          "  decode          bp_action_decode of N*6 float32: one `sx sy buttons` line each\n"
+          "  bench BLOB N    time N forwards (fast and reference path); `key value` lines\n"
+          "  fuzz            load every `u32 len, len bytes` record from stdin; one line each\n"
+          "  -h, --help      print this help and exit\n",
+          stdout);
+    return 0;
 }
 
 static uint8_t *read_all(const char *path, size_t *n)
@@ -351,6 +372,9 @@ int main(int argc, char **argv)
         return usage();
     }
     const char *cmd = argv[1];
+    if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help")) {
+        return help();
+    }
     if (!strcmp(cmd, "check") && argc == 3) {
         return cmd_check(argv[2]);
     }

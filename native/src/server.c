@@ -1,8 +1,9 @@
 /*
  * server.c — brawlpit_server: the BRAWLPIT UDP game server.
  *
- *   brawlpit_server --port N [--host 127.0.0.1] --mode lockstep|fastforward|realtime
+ *   brawlpit_server --port N [--host 127.0.0.1] [--mode lockstep|fastforward|realtime]
  *                   [--speed X] [--cpu-level L] [--seed N] [--spin-us N] [--quiet]
+ *   brawlpit_server --help      (usage and one line per option on stdout, exit 0)
  *
  * --spin-us N (lockstep): after each burst of datagrams, busy-poll up to N µs
  * for the next one before blocking in ppoll.  A lockstep round trip is
@@ -710,11 +711,30 @@ static void serve_free_run(void) {
 }
 
 /* ------------------------------------------------------------ main */
-static void usage(const char *argv0) {
-    fprintf(stderr,
-            "usage: %s --port N [--host 127.0.0.1] --mode lockstep|fastforward|realtime\n"
+#define ARGS_HELP (-1) /* parse_args: --help was printed */
+
+static void usage(FILE *f, const char *argv0) {
+    fprintf(f,
+            "usage: %s --port N [--host 127.0.0.1] [--mode lockstep|fastforward|realtime]\n"
             "          [--speed X] [--cpu-level L] [--seed N] [--spin-us N] [--quiet]\n",
             argv0);
+}
+
+static int help(const char *argv0) {
+    usage(stdout, argv0);
+    fputs("The BRAWLPIT UDP game server (docs/protocol.md).  Prints `listening <port>` once bound.\n"
+          "  --port N       UDP port, 0..65535; 0 lets the kernel choose (required)\n"
+          "  --host A       IPv4 address to bind (default 127.0.0.1)\n"
+          "  --mode M       lockstep (default), fastforward or realtime\n"
+          "  --speed X      fastforward pace in multiples of 60 Hz, 0 = unpaced (default 1)\n"
+          "  --cpu-level L  0 = no CPU (default); 1..8 = the built-in CPU takes slot 1\n"
+          "  --seed N       seed of the first match (decimal, 0x hex or 0 octal; default 0)\n"
+          "  --spin-us N    lockstep: busy-poll up to N us for the next command, 0..100000\n"
+          "                 (default 0: always block)\n"
+          "  --quiet        no log lines on stderr (the stats line is still printed)\n"
+          "  -h, --help     print this help and exit\n",
+          stdout);
+    return ARGS_HELP;
 }
 
 static int parse_mode(const char *v) {
@@ -760,23 +780,24 @@ static int parse_option(const char *a, const char *v, const char **host, long *p
     return -1;
 }
 
-/* 0, or 2 after printing the usage */
+/* 0, ARGS_HELP after printing the help, or 2 after printing the usage */
 static int parse_args(int argc, char **argv, const char **host, long *port) {
     S.mode = BP_MODE_LOCKSTEP;
     S.speed = 1.0;
     for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return help(argv[0]);
         if (!strcmp(argv[i], "--quiet")) {
             S.quiet = 1;
             continue;
         }
         if (i + 1 >= argc || parse_option(argv[i], argv[i + 1], host, port) != 0) {
-            usage(argv[0]);
+            usage(stderr, argv[0]);
             return 2;
         }
         i++;
     }
     if (*port < 0) {
-        usage(argv[0]);
+        usage(stderr, argv[0]);
         return 2;
     }
     if (S.mode == BP_MODE_REALTIME) S.speed = 1.0;
@@ -839,7 +860,7 @@ int main(int argc, char **argv) {
     long port = -1;
     unsigned bound = 0;
     int rc = parse_args(argc, argv, &host, &port);
-    if (rc != 0) return rc;
+    if (rc != 0) return rc == ARGS_HELP ? 0 : rc;
 
     /* die with the parent (the Python launcher): no orphans */
     S.ppid = getppid();

@@ -53,6 +53,7 @@
 
 /* ------------------------------------------------------------ tuning */
 #define G_GRAVITY 0.10f
+#define G_SPECIAL_GRAVITY 0.5f /* gravity factor during a side special (a floaty lunge) */
 #define G_MAX_FALL 2.0f
 #define G_FAST_FALL 2.8f
 #define G_WALK_MAX 1.5f
@@ -699,66 +700,75 @@ static void try_ledge(BpSim *s, int i) {
     }
 }
 
-static void physics(BpSim *s, int i) {
-    Fighter *f = &s->f[i];
+/* states the physics step leaves alone (their control step places them) */
+static int physics_frozen(const Fighter *f) {
     switch (f->state) {
     case BP_AS_DEAD:
     case BP_AS_RESPAWN:
     case BP_AS_LEDGE:
     case BP_AS_LEDGECLIMB:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+static void apply_gravity(Fighter *f) {
+    if (!uses_gravity(f)) return;
+    if (f->fastfall && f->vy <= 0.0f)
+        f->vy = -G_FAST_FALL;
+    else {
+        f->vy -= (f->state == BP_AS_SPECIAL) ? G_GRAVITY * G_SPECIAL_GRAVITY : G_GRAVITY;
+        if (f->vy < -G_MAX_FALL) f->vy = -G_MAX_FALL;
+    }
+}
+
+/* A grounded fighter past the edge: stopped at it (walking, no knockback), or
+ * off it (its grounded states become AIR). */
+static void edge_check(Fighter *f) {
+    if (!(absf(f->x) > EDGE)) return;
+    if (f->edge_stop && absf(f->kvx) == 0.0f) {
+        f->x = signf(f->x) * EDGE;
+        f->vx = 0.0f;
         return;
+    }
+    f->grounded = 0; /* off the edge */
+    switch (f->state) {
+    case BP_AS_IDLE:
+    case BP_AS_WALK:
+    case BP_AS_SHIELD:
+    case BP_AS_LAG:
+    case BP_AS_SHIELDSTUN:
+    case BP_AS_SHIELDBREAK:
+        set_state(f, BP_AS_AIR);
+        break;
     default:
         break;
     }
-    if (uses_gravity(f)) {
-        if (f->fastfall && f->vy <= 0.0f)
-            f->vy = -G_FAST_FALL;
-        else {
-            f->vy -= (f->state == BP_AS_SPECIAL) ? G_GRAVITY * 0.5f : G_GRAVITY;
-            if (f->vy < -G_MAX_FALL) f->vy = -G_MAX_FALL;
-        }
-    }
-    float px = f->x, py = f->y;
-    f->x += f->vx + f->kvx;
-    f->y += f->vy + f->kvy;
-    decay_kb(f);
+}
 
+/* After moving, a grounded fighter stays on the stage top unless it walked
+ * off the edge or was launched upwards; 1 if it is still grounded. */
+static int stay_grounded(Fighter *f) {
+    edge_check(f);
     if (f->grounded) {
-        if (absf(f->x) > EDGE) {
-            if (f->edge_stop && absf(f->kvx) == 0.0f) {
-                f->x = signf(f->x) * EDGE;
-                f->vx = 0.0f;
-            } else {
-                f->grounded = 0; /* off the edge */
-                switch (f->state) {
-                case BP_AS_IDLE:
-                case BP_AS_WALK:
-                case BP_AS_SHIELD:
-                case BP_AS_LAG:
-                case BP_AS_SHIELDSTUN:
-                case BP_AS_SHIELDBREAK:
-                    set_state(f, BP_AS_AIR);
-                    break;
-                default:
-                    break;
-                }
-            }
+        if (f->y > 0.0f && f->vy + f->kvy > 0.0f)
+            f->grounded = 0; /* launched */
+        else {
+            f->y = 0.0f;
+            if (f->vy < 0.0f) f->vy = 0.0f;
         }
-        if (f->grounded) {
-            if (f->y > 0.0f && f->vy + f->kvy > 0.0f)
-                f->grounded = 0; /* launched */
-            else {
-                f->y = 0.0f;
-                if (f->vy < 0.0f) f->vy = 0.0f;
-            }
-        }
-        if (f->grounded) return;
     }
-    /* airborne: landing, side walls, underside */
+    return f->grounded;
+}
+
+/* An airborne fighter that moved from (px, py): landing on the stage top, or
+ * the stage block's walls and underside; 1 if it landed. */
+static int collide_stage(Fighter *f, float px, float py) {
     float ax = absf(f->x);
     if (py >= 0.0f && f->y < 0.0f && ax <= EDGE) {
         on_land(f);
-        return;
+        return 1;
     }
     if (f->y < 0.0f && f->y + HT > -BP_STAGE_DEPTH && ax < EDGE + HW) {
         if (py + HT <= -BP_STAGE_DEPTH) { /* came from below: head bonk */
@@ -772,6 +782,21 @@ static void physics(BpSim *s, int i) {
             f->kvx = 0.0f;
         }
     }
+    return 0;
+}
+
+/* One tick of motion: gravity, move by own + knockback velocity, knockback
+ * decay, then the stage (ground, edge, landing, walls, underside, ledge). */
+static void physics(BpSim *s, int i) {
+    Fighter *f = &s->f[i];
+    if (physics_frozen(f)) return;
+    apply_gravity(f);
+    float px = f->x, py = f->y;
+    f->x += f->vx + f->kvx;
+    f->y += f->vy + f->kvy;
+    decay_kb(f);
+    if (f->grounded && stay_grounded(f)) return;
+    if (collide_stage(f, px, py)) return;
     try_ledge(s, i);
 }
 
