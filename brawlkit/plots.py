@@ -45,6 +45,8 @@ def load_evals(run_dir: str | Path) -> pd.DataFrame:
             row[f"win_rate/{opp}"] = ev.get("win_rate")
             row[f"draw_rate/{opp}"] = ev.get("draw_rate")
             row[f"spam_fraction/{opp}"] = ev.get("spam_fraction")
+            if "sampled_win_rate" in ev:
+                row[f"sampled_win_rate/{opp}"] = ev["sampled_win_rate"]
         rows.append(row)
     return pd.DataFrame(rows).sort_values("generation") if rows else pd.DataFrame()
 
@@ -108,11 +110,17 @@ def plot_reward_tiers(df: pd.DataFrame, ax: Any = None, smooth: int = 20) -> Any
 
 
 def plot_win_rates(evals: pd.DataFrame, ax: Any = None) -> Any:
-    """Deterministic-policy win rate vs each evaluated CPU level, per generation."""
+    """Win rate vs each evaluated CPU level, per generation: the deterministic policy
+    (solid: what ships) and the sampled one PPO trains with (dashed, same colour)."""
     ax = _ax(ax)
     cols = [c for c in evals.columns if c.startswith("win_rate/")]
     for c in sorted(cols, key=lambda c: (len(c), c)):
-        ax.plot(evals["steps"], evals[c], marker="o", label=c.split("/", 1)[1].replace("_", " "))
+        name = c.split("/", 1)[1].replace("_", " ")
+        (line,) = ax.plot(evals["steps"], evals[c], marker="o", label=f"{name} deterministic")
+        sampled = f"sampled_{c}"
+        if sampled in evals.columns:
+            ax.plot(evals["steps"], evals[sampled], ls="--", marker="x", color=line.get_color(),
+                    label=f"{name} sampled")
     if not cols:
         _empty(ax, "evaluation")
     else:

@@ -14,7 +14,7 @@ from brawlkit.common.paths import repo_root
 ROOT = repo_root()
 
 
-def large_weight_checkpoint(path: Path, seed: int = 0) -> Any:
+def large_weight_checkpoint(path: Path, seed: int = 0, input_layout: int = 2) -> Any:
     """A PPO of the project's network whose weights are re-drawn large (|w| up to 0.5),
     so outputs leave [-1, 1], tanh saturates, and parity is tested on realistic
     magnitudes rather than SB3's tiny action-head init.  Returns the model."""
@@ -24,7 +24,8 @@ def large_weight_checkpoint(path: Path, seed: int = 0) -> Any:
     from brawlkit.training.config import TrainConfig
     from brawlkit.training.ppo import build_model
 
-    model = build_model(TrainConfig(seed=seed, n_envs=1), ZeroCostEnv())
+    cfg = TrainConfig(seed=seed, n_envs=1, input_layout=input_layout)
+    model = build_model(cfg, ZeroCostEnv(input_layout=input_layout))
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for p in model.policy.parameters():
@@ -46,10 +47,9 @@ def last_json(out: str) -> Any:
     return json.loads(out.strip().splitlines()[-1])
 
 
-def random_obs(n: int, seed: int = 0, scale: float = 1.0) -> np.ndarray:
-    from brawlkit.env.observation import OBS_DIM
-
-    return np.random.default_rng(seed).uniform(-scale, scale, (n, OBS_DIM)).astype(np.float32)
+def random_obs(n: int, dim: int, seed: int = 0, scale: float = 1.0) -> np.ndarray:
+    """``n`` uniform policy inputs of size ``dim`` in [-scale, scale]."""
+    return np.random.default_rng(seed).uniform(-scale, scale, (n, dim)).astype(np.float32)
 
 
 def process_gone(pid: int, within: float = 5.0) -> bool:

@@ -181,3 +181,146 @@ def test_bot_reloads_weights_on_sighup_and_keeps_old_ones_if_refused(bot_bin, se
     first_new = int(np.argmax(sx > 0))
     assert sx[0] == -0.5 and first_new > 20  # ~60 Hz for ~1 s on the old weights
     assert np.all(sx[first_new:] == 0.5) and np.all(sx[:first_new] == -0.5)
+
+
+
+# ----------------------------------------------------------------- which match the bot plays
+_RESULT = re.compile(r"match (\d+) winner (\d+) ticks (\d+)\n")
+
+
+@pytest.fixture
+def start_bot(bot_bin):
+    """``start_bot(server, weights, *args)`` -> a running brawlpit_bot (one match);
+    any still running at the end of the test is killed."""
+    started: list[subprocess.Popen[str]] = []
+
+    def start(srv, weights: Path, *extra: str) -> subprocess.Popen[str]:
+        host, port = srv.address
+        b = subprocess.Popen([str(bot_bin), "--server", f"{host}:{port}", "--weights",
+                              str(weights), "--matches", "1", *extra],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        started.append(b)
+        return b
+
+    yield start
+    for b in started:
+        if b.poll() is None:
+            b.kill()
+            b.communicate()
+
+
+def _finish(b: subprocess.Popen[str], timeout: float = 30) -> tuple[int, str, str]:
+    out, err = b.communicate(timeout=timeout)
+    return b.returncode, out, err
+
+
+def _wait_for(cond, what: str, within: float = 10.0) -> None:
+    import time
+
+    deadline = time.monotonic() + within
+    while not cond():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+@pytest.mark.parametrize("cpu_args", [[], ["--cpu-level", "0"]], ids=["cpu-kept", "cpu-none"])
+def test_bot_waits_for_its_reset_match_while_slot_1_is_empty(start_bot, server_factory, tmp_path,
+                                                             cpu_args):
+    """A server with no CPU, and the bot keeps that (no --cpu-level) or asks for none
+    (--cpu-level 0): its RESET's match starts WAITING.  The bot takes that match, re-sends
+    no RESET while it waits (it used to re-send it every 100 ms, each one starting yet
+    another match whose ids it then ignored, so it never played), and plays it to the
+    end once a second client joins slot 1."""
+    import time
+
+    weights = tmp_path / "p.bpw"
+    weights.write_bytes(_constant_blob(0.3))
+    srv = server_factory(mode="lockstep", spin_us=0)
+    first = start_bot(srv, weights, "--seed", "5", *cpu_args)
+    _wait_for(lambda: srv.stats()["match_id"] >= 2, "the bot's RESET")
+    time.sleep(0.5)  # five re-send periods with slot 1 empty
+    # 2 = only the first RESET (3 would be one retry of a RESET whose answer was late)
+    assert srv.stats()["match_id"] <= 3, "RESET re-sent while waiting for slot 1"
+    second = start_bot(srv, weights, "--slot", "1", "--no-reset")
+    rc1, out1, err1 = _finish(first)
+    rc2, out2, err2 = _finish(second)
+    assert rc1 == 0, err1
+    assert rc2 == 0, err2
+    m = _RESULT.fullmatch(out1)
+    assert m, out1
+    assert int(m.group(1)) == srv.stats()["match_id"] <= 3  # the newest match, few RESETs
+    assert 0 < int(m.group(3)) <= 9000
+    assert out2 == out1  # the second client played the same match to the same end
+
+
+def test_no_reset_bot_follows_the_match_another_client_resets_to(start_bot, server_factory,
+                                                                 tmp_path):
+    """A --no-reset bot joins slot 1 first; when slot 0 joins, match 1 starts and the
+    --no-reset bot plays its first step in it; then slot 0's bot RESETs to match 2.  The
+    --no-reset bot must follow the server to the newer match (it used to ignore it as
+    stale, and both bots waited on each other until the 10 s silence timeout)."""
+    weights = tmp_path / "p.bpw"
+    weights.write_bytes(_constant_blob(-0.3))
+    srv = server_factory(mode="lockstep", spin_us=0)
+    second = start_bot(srv, weights, "--slot", "1", "--no-reset")
+    _wait_for(lambda: "slot 1 joined" in srv.log_path.read_text(), "slot 1 to join")
+    first = start_bot(srv, weights, "--cpu-level", "0")
+    rc1, out1, err1 = _finish(first)
+    rc2, out2, err2 = _finish(second)
+    assert rc1 == 0, err1
+    assert rc2 == 0, err2
+    m = _RESULT.fullmatch(out1)
+    assert m and int(m.group(1)) == srv.stats()["match_id"] >= 2, out1
+    assert out2 == out1
+
+
+def test_bot_exits_when_the_server_refuses_its_reset(start_bot, server_factory, tmp_path):
+    """--cpu-level 3 while a client holds slot 1: the server answers the RESET with
+    ERROR; the bot says so and exits 1 instead of re-sending the RESET until it times out."""
+    from helpers import RawClient
+
+    weights = tmp_path / "p.bpw"
+    weights.write_bytes(_constant_blob(0.0))
+    srv = server_factory(mode="lockstep", spin_us=0)
+    RawClient(srv.address, want_slot=1)
+    rc, out, err = _finish(start_bot(srv, weights, "--cpu-level", "3"), timeout=20)
+    assert rc == 1, err
+    assert "server refused RESET" in err and "slot 1 held by a client" in err, err
+    assert out == ""
+
+
+def test_checkpoint_from_before_layout_2_still_plays(bot_bin, server_factory, tmp_path):
+    """A checkpoint that records nothing (saved before brawlkit stamped checkpoints) is read
+    as layout 1, repeat 4: eval plays it, export writes a layout-1 blob, the bot plays it."""
+    from brawlkit.env.dummy import ZeroCostEnv
+    from brawlkit.training.config import TrainConfig
+    from brawlkit.training.ppo import build_model
+
+    old = build_model(TrainConfig(n_envs=1, input_layout=1), ZeroCostEnv(input_layout=1))
+    delattr(old, "brawlkit")
+    old.save(str(tmp_path / "old.zip"))
+    r = run_cli("eval", "--checkpoint", str(tmp_path / "old.zip"), "--vs", "cpu:1",
+                "--episodes", "1", "--json")
+    assert r.returncode == 0, r.stderr
+    assert "does not record how it was trained" in r.stderr
+    from helpers import last_json
+
+    ev = last_json(r.stdout)
+    assert (ev["input_layout"], ev["action_repeat"], ev["episodes"]) == (1, 4, 1)
+    export_checkpoint(tmp_path / "old.zip", tmp_path / "old.bpw")
+    assert ex.load_bpw(tmp_path / "old.bpw").meta == ex.PolicyMeta(4, 1, "")
+    _, _, err = run_bot(bot_bin, server_factory, tmp_path / "old.bpw", tmp_path / "t.txt",
+                        seed=2, level=1)
+    assert "input layout 1, action repeat 4" in err
+    assert np.loadtxt(tmp_path / "t.txt", ndmin=2).shape[1] == 5 + 31
+
+
+def test_bot_refuses_a_layout_it_cannot_build(bot_bin, server_factory, tmp_path):
+    raw = _constant_blob(0.0)
+    bad = raw[:24] + (9).to_bytes(4, "little") + raw[28:]  # input layout 9
+    (tmp_path / "l9.bpw").write_bytes(bad)
+    host, port = server_factory(mode="lockstep", cpu_level=1).address
+    r = subprocess.run([str(bot_bin), "--server", f"{host}:{port}", "--weights",
+                        str(tmp_path / "l9.bpw"), "--matches", "1"],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and "input layout 9" in r.stderr, r.stderr

@@ -20,7 +20,7 @@ IDLE = np.array([0, 0, -1, -1, -1, -1], dtype=np.float32)
 
 def walk_off(obs: np.ndarray) -> np.ndarray:
     """An opponent that self-destructs: walks right off the stage forever."""
-    assert obs.shape == (C.BP_OBS_DIM,) and obs.dtype == np.float32
+    assert obs.shape == (C.BP_INPUT_SELF_DIM,) and obs.dtype == np.float32  # default layout 2
     return RIGHT
 
 
@@ -44,6 +44,37 @@ def test_check_env() -> None:
         env.close()
 
 
+def test_layout_2_feeds_back_the_command_sent_last_step() -> None:
+    """The policy sees its own previous command (decoded, as on the wire) from the next
+    step on; a reset starts from the neutral command; layout 1 is the plain observation."""
+    from brawlkit.env.actions import decode_action
+    from brawlkit.env.observation import INPUT_NAMES
+
+    names = INPUT_NAMES[2]
+    prev = slice(names.index("prev_stick_x"), names.index("prev_shield") + 1)
+    env = BrawlpitEnv(opponent="cpu:1")
+    try:
+        obs, _ = env.reset(seed=1)
+        assert obs.tolist()[prev] == [0.0, 0.0, -1.0, -1.0, -1.0, -1.0]
+        for a in ([0.5, -2.0, -1, -1, 1, -1], [0.0, 0.25, 1, 1, -1, 1], IDLE):
+            obs, *_ = env.step(np.array(a, np.float32))
+            sx, sy, b = decode_action(a)
+            want = [sx, sy] + [1.0 if b & bit else -1.0 for bit in (1, 2, 4, 8)]
+            assert obs[prev].tolist() == want
+            assert obs[names.index("self_state_idle"):].sum() == 2.0  # both one-hots set
+        obs, _ = env.reset(seed=2)
+        assert obs[prev].tolist() == [0.0, 0.0, -1.0, -1.0, -1.0, -1.0]
+    finally:
+        env.close()
+    env = BrawlpitEnv(opponent="cpu:1", input_layout=1)
+    try:
+        assert env.reset(seed=1)[0].shape == (C.BP_OBS_DIM,)
+    finally:
+        env.close()
+    with pytest.raises(ValueError, match="input layout 7"):
+        BrawlpitEnv(input_layout=7)
+
+
 def test_gymnasium_make_knows_the_id() -> None:
     import gymnasium
 
@@ -53,7 +84,7 @@ def test_gymnasium_make_knows_the_id() -> None:
     try:
         assert isinstance(env.unwrapped, BrawlpitEnv) and env.unwrapped.action_repeat == 3
         obs, info = env.reset(seed=4)
-        assert obs.shape == (C.BP_OBS_DIM,) and info["opponent"] == "cpu:2"
+        assert obs.shape == (C.BP_INPUT_SELF_DIM,) and info["opponent"] == "cpu:2"
         obs, _, _, _, info = env.step(env.action_space.sample())
         assert info["ticks_elapsed"] == 3
     finally:

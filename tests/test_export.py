@@ -8,7 +8,7 @@ import struct
 
 import numpy as np
 import pytest
-from helpers import run_cli
+from helpers import large_weight_checkpoint, random_obs, run_cli
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -42,9 +42,10 @@ def test_export_roundtrip_is_exact(ckpt, tmp_path):
     path, model = ckpt
     rep = export_checkpoint(path, tmp_path / "p.bpw")
     assert [(r["in"], r["out"], r["activation"]) for r in rep["layers"]] == [
-        (31, 64, "tanh"), (64, 64, "tanh"), (64, 6, "none")]
+        (79, 64, "tanh"), (64, 64, "tanh"), (64, 6, "none")]  # input layout 2: 79 values
     data = (tmp_path / "p.bpw").read_bytes()
-    assert len(data) == 44 + 3 * 12 + 4 * (31 * 64 + 64 + 64 * 64 + 64 + 64 * 6 + 6) == 26472
+    assert len(data) == 44 + 3 * 12 + 4 * (79 * 64 + 64 + 64 * 64 + 64 + 64 * 6 + 6) == 38760
+    assert rep["input_layout"] == 2
     bpw = ex.read_bpw(data)
     pol = model.policy
     ref = [pol.mlp_extractor.policy_net[0], pol.mlp_extractor.policy_net[2], pol.action_net]
@@ -68,7 +69,7 @@ def test_numpy_forward_matches_torch(ckpt, tmp_path):
     path, model = ckpt
     export_checkpoint(path, tmp_path / "p.bpw")
     npol = NumpyPolicy(tmp_path / "p.bpw")
-    obs = np.random.default_rng(0).uniform(-2, 2, (10_000, 31)).astype(np.float32)
+    obs = random_obs(10_000, npol.obs_dim, scale=2.0)
     mean = torch_actor_mean(model.policy, obs)
     assert np.abs(mean).max() > 1.0  # the test weights really leave [-1, 1]
     assert np.abs(npol.forward(obs) - mean).max() <= 1e-5
@@ -166,11 +167,11 @@ def test_wrappers_reject():
         ex.read_bpw(b"\0" * 64)
 
 
-def test_version_1_blob_still_loads_with_the_old_defaults(ckpt, tmp_path):
-    path, model = ckpt
+def test_version_1_blob_still_loads_with_the_old_defaults(tmp_path):
+    model = large_weight_checkpoint(tmp_path / "l1.zip", seed=2, input_layout=1)
     layers = actor_layers(model.policy)
     v1 = ex.pack_bpw(layers, version=1)
-    assert v1[:20] == b"BPW1" + struct.pack("<IIII", 1, 3, 31, 6) and len(v1) == 26472 - 24
+    assert v1[:20] == b"BPW1" + struct.pack("<IIII", 1, 3, 31, 6) and len(v1) == 26448
     for data in (v1, ex.compress_lz4(v1), ex.compress_shuffled(v1)):
         bpw = ex.read_bpw(data)
         assert bpw.version == 1
@@ -188,11 +189,11 @@ def test_checkpoint_meta_reads_the_zip_and_defaults_for_old_checkpoints(ckpt, tm
 
     cfg = TrainConfig(action_repeat=3, reward="outcome:win=2", n_steps=64, batch_size=32)
     p = scratch_checkpoint(tmp_path / "new.zip", learn_steps=0, cfg=cfg)
-    assert checkpoint_meta(p) == ex.PolicyMeta(action_repeat=3, input_layout=1, reward="outcome")
+    assert checkpoint_meta(p) == ex.PolicyMeta(action_repeat=3, input_layout=2, reward="outcome")
     export_checkpoint(p, tmp_path / "new.bpw", compress="lz4")
     assert ex.load_bpw(tmp_path / "new.bpw").meta == checkpoint_meta(p)
     # a checkpoint saved before the metadata existed (plain SB3): the version-1 defaults
-    old = build_model(TrainConfig(n_envs=1), ZeroCostEnv())
+    old = build_model(TrainConfig(n_envs=1, input_layout=1), ZeroCostEnv(input_layout=1))
     delattr(old, "brawlkit")
     old.save(str(tmp_path / "old.zip"))
     assert checkpoint_meta(tmp_path / "old.zip") == ex.PolicyMeta()
@@ -231,7 +232,7 @@ def test_export_cli_writes_a_blob_the_c_loader_accepts(ckpt, tmp_path, policy_to
     assert r.returncode == 0, r.stderr
     summary = last_json(r.stdout)
     assert summary["out"] == str(out) and [lay["out"] for lay in summary["layers"]] == [64, 64, 6]
-    assert summary["version"] == 2 and summary["action_repeat"] == 4
+    assert summary["version"] == 2 and summary["action_repeat"] == 4 and summary["input_layout"] == 2
     info = subprocess.run([str(policy_tools[0]), "info", str(out)], capture_output=True, text=True)
     assert info.returncode == 0 and "action_repeat 4" in info.stdout, info.stdout + info.stderr
     # a missing or non-checkpoint file is refused with a message naming it

@@ -67,7 +67,8 @@ def test_unwritten_dimension_is_caught(cc, tmp_path: Path) -> None:
     r = run_cli("parity", "--states", "500", "--json", "--obs-bin", str(bad))
     assert r.returncode == 1
     last = json.loads(r.stdout.strip().splitlines()[-1])
-    assert last["ok"] is False and last["worst_dim"] == 30
+    assert last["ok"] is False and set(last["layouts"]) == {"1", "2"}
+    assert all(lay["worst_dim"] == 30 and not lay["ok"] for lay in last["layouts"].values())
     assert "MISMATCH" in r.stdout
 
 
@@ -92,10 +93,50 @@ def test_obs_tool_rejects_bad_records(obs_bin: Path, tmp_path: Path) -> None:
     good = parity.snapshot_bytes(parity.P(), parity.P(x=5.0), 10)
     bad = bytearray(good)
     bad[0] ^= 0xFF  # magic
-    for rec, msg in ((bytes((0, 0, 0, 0)) + bytes(bad), "bad magic"),
-                     (bytes((2, 0, 0, 0)) + good, "slot"),
-                     (bytes((0, 0, 0, 0)) + good[:50], "truncated")):
+    neutral = bytes(12)
+    for rec, msg in ((bytes((0, 0, 0, 0)) + bytes(bad) + neutral, "bad magic"),
+                     (bytes((2, 0, 0, 0)) + good + neutral, "slot"),
+                     (bytes((0, 0, 0, 0)) + good, "truncated")):
         (tmp_path / "in.bin").write_bytes(rec)
         r = subprocess.run([str(obs_bin), str(tmp_path / "in.bin"), str(tmp_path / "o.bin")],
                            capture_output=True, text=True)
         assert r.returncode == 1 and msg in r.stderr, r.stderr
+
+
+def test_policy_input_layout_2_parity_10k_states(obs_bin: Path) -> None:
+    """The layout-2 policy input (observation + previous command + own fighter state +
+    both action states) is bit-identical in C and Python."""
+    res = parity.run(states=10_000, seed=11, obs_bin=obs_bin, layout=2)
+    assert res["ok"] and res["max_abs_diff"] == 0.0, res["examples"]
+    assert len(res["per_dim"]) == 79 and res["per_dim"][31]["name"] == "prev_stick_x"
+
+
+def test_layout_2_mutant_is_caught_and_layout_1_is_untouched(cc, tmp_path: Path) -> None:
+    """The special and attack buttons swapped in the fed-back command (obs.c)."""
+    bad = _mutant(cc, tmp_path, lambda s: s.replace("{BP_BTN_JUMP, BP_BTN_ATTACK, BP_BTN_SPECIAL",
+                                                    "{BP_BTN_JUMP, BP_BTN_SPECIAL, BP_BTN_ATTACK"))
+    res = parity.run(states=2_000, seed=4, obs_bin=bad, layout=2)
+    assert not res["ok"] and res["worst_dim_name"] in ("prev_attack", "prev_special")
+    assert parity.run(states=2_000, seed=4, obs_bin=bad, layout=1)["ok"]
+
+
+def test_obs_tool_refuses_unknown_layout_and_non_finite_commands(obs_bin: Path,
+                                                                 tmp_path: Path) -> None:
+    import struct
+
+    import pytest
+
+    from brawlkit.env.observation import build_input
+
+    good = parity.snapshot_bytes(parity.P(), parity.P(x=5.0), 10)
+    (tmp_path / "in.bin").write_bytes(bytes(4) + good + struct.pack("<ffI", float("nan"), 0.0, 0))
+    r = subprocess.run([str(obs_bin), "--layout", "2", str(tmp_path / "in.bin"),
+                        str(tmp_path / "o.bin")], capture_output=True, text=True)
+    assert r.returncode == 1 and "non-finite" in r.stderr, r.stderr
+    r = subprocess.run([str(obs_bin), "--layout", "9", str(tmp_path / "in.bin"),
+                        str(tmp_path / "o.bin")], capture_output=True, text=True)
+    assert r.returncode == 2 and "layout 9" in r.stderr, r.stderr
+    with pytest.raises(ValueError, match="non-finite"):
+        build_input(good, 0, 2, (float("nan"), 0.0, 0))
+    with pytest.raises(ValueError, match="layout 9"):
+        build_input(good, 0, 9)

@@ -36,7 +36,7 @@ def tools(policy_tools):
 @pytest.fixture(scope="module")
 def ckpt(big_checkpoint):
     path, model = big_checkpoint
-    meta = ex.PolicyMeta(action_repeat=2, input_layout=1, reward="tiered")
+    meta = ex.PolicyMeta(action_repeat=2, input_layout=2, reward="tiered")
     return path.parent, model, ex.pack_bpw(actor_layers(model.policy), meta)
 
 
@@ -52,10 +52,11 @@ def test_c_forward_parity_with_torch_and_numpy(tools, ckpt, tmp_path):
     exe, _ = tools
     d, model, raw = ckpt
     rng = np.random.default_rng(7)
+    dim = ex.parse_bpw(raw).obs_dim
     obs = np.concatenate([
-        rng.uniform(-1, 1, (6_000, 31)),
-        rng.uniform(-3, 3, (3_000, 31)),
-        rng.choice([-1.0, 0.0, 1.0], (1_000, 31)),
+        rng.uniform(-1, 1, (6_000, dim)),
+        rng.uniform(-3, 3, (3_000, dim)),
+        rng.choice([-1.0, 0.0, 1.0], (1_000, dim)),
     ]).astype(np.float32)
     mean = torch_actor_mean(model.policy, obs)
     assert np.abs(mean).max() > 1.0
@@ -102,10 +103,10 @@ def test_check_cli_messages(tools, ckpt, tmp_path):
     good = tmp_path / "g.bpw"
     good.write_bytes(ex.compress_shuffled(raw))
     r = subprocess.run([str(exe), "check", str(good)], capture_output=True, text=True)
-    assert r.returncode == 0 and "ok kind=shuffle layers=3 obs=31 act=6" in r.stdout
+    assert r.returncode == 0 and "ok kind=shuffle layers=3 obs=79 act=6" in r.stdout
     r = subprocess.run([str(exe), "info", str(good)], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
-    for line in ("version 2", "action_repeat 2", "input_layout 1", "reward tiered"):
+    for line in ("version 2", "action_repeat 2", "input_layout 2", "reward tiered"):
         assert line in r.stdout.splitlines(), r.stdout
     v1 = tmp_path / "v1.bpw"
     v1.write_bytes(ex.pack_bpw(ex.parse_bpw(raw).layers, version=1))

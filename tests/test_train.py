@@ -21,7 +21,7 @@ from brawlkit.training.config import TrainConfig, config_fields, config_from_arg
 #: its default, so a test run proves the flag reaches the run and its metadata
 NON_DEFAULT = {
     "role": "main_exploiter", "generations": 1, "steps_per_generation": 192, "n_envs": 1,
-    "seed": 3, "vec": "subproc", "action_repeat": 3, "reward": "outcome:win=2",
+    "seed": 3, "vec": "subproc", "action_repeat": 3, "input_layout": 1, "reward": "outcome:win=2",
     "max_episode_steps": 50, "learning_rate": 1e-4, "n_steps": 64, "batch_size": 32,
     "n_epochs": 1, "gamma": 0.98, "gae_lambda": 0.9, "clip_range": 0.3, "ent_coef": 0.01,
     "log_std_init": -0.5, "curriculum_k": 5, "curriculum_floor": 0.1, "eval_levels": (2,),
@@ -131,6 +131,7 @@ def test_every_setting_reaches_the_run_and_its_metadata(tmp_path):
     assert meta["reward_config"]["win"] == 2.0 and set(meta["eval"]) == {"cpu_2"}
     data = json.loads(zipfile.ZipFile(run / "gen_0000.zip").read("data"))
     assert data["brawlkit"] == {"action_repeat": 3, "input_layout": 1, "reward": "outcome"}
+    assert meta["policy"]["obs_dim"] == 31  # layout 1: the plain observation
     assert data["learning_rate"] == 1e-4 and data["n_epochs"] == 1 and data["gamma"] == 0.98
 
 
@@ -150,15 +151,22 @@ def test_tiny_train_resume_and_eval_cli(tmp_path):
     for key in ("role", "generation", "parent", "steps", "created", "seed", "eval", "policy", "config"):
         assert key in meta
     assert meta["role"] == "main" and meta["generation"] == 0 and meta["parent"] is None
-    assert meta["policy"]["obs_dim"] == 31 and meta["policy"]["act_dim"] == 6
+    assert meta["policy"]["obs_dim"] == 79 and meta["policy"]["act_dim"] == 6  # layout 2
+    assert meta["policy"]["input_layout"] == 2
     assert meta["policy"]["net_arch"] == {"pi": [64, 64], "vf": [64, 64]}
     assert meta["steps"] >= 256
     assert set(meta["eval"]) == {"cpu_1"} and meta["eval"]["cpu_1"]["episodes"] == 1
+    assert 0.0 <= meta["eval"]["cpu_1"]["sampled_win_rate"] <= 1.0
+    # the generation whose deterministic policy plays best is named in best.json
+    best = json.loads((run / "best.json").read_text())
+    assert best["checkpoint"] == "gen_0000.zip" and best["score"] == meta["selection_score"]
+    assert out["best_checkpoint"] == str(zip0)
 
     df = pd.read_csv(run / "progress.csv")
     for key in ("train/entropy_loss", "train/std", "train/approx_kl", "rollout/ep_rew_mean",
                 "reward/outcome", "reward/survival", "reward/activity", "reward/time_pressure",
-                "reward/streak", "eval/win_rate/cpu_1", "play/spam_fraction"):
+                "reward/streak", "eval/win_rate/cpu_1", "eval/sampled_win_rate/cpu_1",
+                "play/spam_fraction"):
         assert key in df.columns, key
     assert list(run.glob("events.out.tfevents.*")), "no TensorBoard log"
 
@@ -174,7 +182,10 @@ def test_tiny_train_resume_and_eval_cli(tmp_path):
     assert r.returncode == 0, r.stderr
     res = last_json(r.stdout)
     assert res["episodes"] == 1 and res["vs"] == "cpu:1" and res["action_repeat"] == 4
+    assert res["input_layout"] == 2
     assert res["win_rate"] + res["draw_rate"] + res["loss_rate"] == pytest.approx(1.0)
+    # the sampled policy is reported beside the deterministic one, never instead of it
+    assert res["sampled"]["episodes"] == 1 and set(res["press_rate"]) == set(res["sampled"]["press_rate"])
 
 
 @pytest.mark.training
@@ -206,3 +217,17 @@ def test_cli_doc_lists_every_setting():
     assert block == markdown_table(), (
         "docs/cli.md's TrainConfig table is stale: paste the output of "
         "brawlkit.training.config.markdown_table() between its markers")
+
+
+def test_best_checkpoint_is_chosen_by_the_deterministic_score(tmp_path):
+    from brawlkit.training.checkpoints import update_best
+
+    for gen in range(4):
+        (tmp_path / f"gen_{gen:04d}.zip").write_bytes(b"zip")
+    assert update_best(tmp_path, 0, tmp_path / "gen_0000.zip", 0.5).name == "gen_0000.zip"
+    assert update_best(tmp_path, 1, tmp_path / "gen_0001.zip", 0.8).name == "gen_0001.zip"
+    assert update_best(tmp_path, 2, tmp_path / "gen_0002.zip", 0.6).name == "gen_0001.zip"
+    assert update_best(tmp_path, 3, tmp_path / "gen_0003.zip", 0.8).name == "gen_0003.zip"  # tie: newer
+    assert json.loads((tmp_path / "best.json").read_text())["generation"] == 3
+    (tmp_path / "best.json").write_text("{torn")  # a corrupt record is replaced, not fatal
+    assert update_best(tmp_path, 3, tmp_path / "gen_0003.zip", 0.1).name == "gen_0003.zip"

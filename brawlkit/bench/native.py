@@ -147,7 +147,8 @@ def run(json_out: bool = False, checkpoint: str | None = None, n_c: int = 200_00
         "parity_numpy_vs_torch": float(np.abs(npol.forward(obs) - t_out).max()),
         "cpu_count": os.cpu_count(),
     }
-    print("native forward pass (31-64-64-6 MLP, batch 1, same weights)")
+    shape = "-".join(str(d) for d in [bpw.obs_dim] + [lay.n_out for lay in bpw.layers])
+    print(f"native forward pass ({shape} MLP, batch 1, same weights)")
     for key in (
         "c_ns_per_forward",
         "c_ref_ns_per_forward",

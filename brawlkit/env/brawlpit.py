@@ -39,7 +39,7 @@ import numpy as np
 
 from brawlkit.env.actions import ACT_DIM, NEUTRAL, Decoded, decode_action
 from brawlkit.env.client import UdpClient
-from brawlkit.env.observation import OBS_BOUND, OBS_DIM, build_observation
+from brawlkit.env.observation import INPUT_LAYOUT, OBS_BOUND, build_input, check_input_layout
 from brawlkit.env.rewards import OutcomeReward, RewardFn, match_outcome
 from brawlkit.wire import protocol as P
 from brawlkit.wire.constants import C
@@ -86,6 +86,9 @@ class BrawlpitEnv(gym.Env[np.ndarray, np.ndarray]):
         action_repeat: ticks one action covers (>= 1).
         input_delay: ticks between an observation and the first tick its action
             applies to (human reaction time; lockstep only).
+        input_layout: which policy input the observation is (docs/observation.md
+            "Policy input layouts"): 1 = the 31-value observation, 2 (default) = it
+            plus this player's previous command, fighter state and both action states.
         opponent: ``"cpu:L"``, a callable(obs) -> action, or None (see
             :func:`parse_opponent`); ``reset(options={"opponent": ...})`` switches it.
         opponent_sampler: called at every reset without an explicit opponent;
@@ -110,6 +113,7 @@ class BrawlpitEnv(gym.Env[np.ndarray, np.ndarray]):
         action_repeat: int = 4,
         input_delay: int = 0,
         opponent: Opponent = "cpu:3",
+        input_layout: int = INPUT_LAYOUT,
         reward: RewardFn | None = None,
         seed: int | None = None,
         speed: float = 8.0,
@@ -133,6 +137,8 @@ class BrawlpitEnv(gym.Env[np.ndarray, np.ndarray]):
                              "modes already have real network/compute delay)")
         self.mode = mode
         self.action_repeat = int(action_repeat)
+        self.input_layout = int(input_layout)
+        obs_dim = check_input_layout(self.input_layout, "BrawlpitEnv(input_layout=...)")
         self.input_delay = int(input_delay)
         self.reward_fn: RewardFn = reward if reward is not None else OutcomeReward()
         self.opponent_sampler = opponent_sampler
@@ -143,7 +149,7 @@ class BrawlpitEnv(gym.Env[np.ndarray, np.ndarray]):
         self._default_opponent = opponent
         self._seed_base = seed
 
-        self.observation_space = gym.spaces.Box(-OBS_BOUND, OBS_BOUND, (OBS_DIM,), np.float32)
+        self.observation_space = gym.spaces.Box(-OBS_BOUND, OBS_BOUND, (obs_dim,), np.float32)
         self.action_space = gym.spaces.Box(-1.0, 1.0, (ACT_DIM,), np.float32)
 
         self.server: ServerProcess | None = None
@@ -169,6 +175,7 @@ class BrawlpitEnv(gym.Env[np.ndarray, np.ndarray]):
         self._known_match = -1  # newest match id seen; a RESET must produce another
         self._sched_me: list[tuple[int, Decoded]] = []
         self._sched_op: list[tuple[int, Decoded]] = []
+        self._prev: list[Decoded] = [NEUTRAL, NEUTRAL]  # the command each slot sent last step
         self._steps = 0
         self._episode = 0
         self._pending: np.ndarray | None = None
@@ -327,11 +334,12 @@ class BrawlpitEnv(gym.Env[np.ndarray, np.ndarray]):
             match_seed = self._seed_base
         self._snap = self._reset_match(match_seed, cpu_level)
         self._sched_me = [(0, NEUTRAL)]
+        self._prev = [NEUTRAL, NEUTRAL]  # the command each slot sent last step
         self._sched_op = [(0, NEUTRAL)]
         self._steps = 0
         self._episode += 1
         self.reward_fn.reset(self._snap, 0)
-        return build_observation(self._snap, 0), self._info(self._snap, 0, None, {})
+        return self._observe(self._snap, 0), self._info(self._snap, 0, None, {})
 
     def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         self.step_send(action)
@@ -345,10 +353,12 @@ class BrawlpitEnv(gym.Env[np.ndarray, np.ndarray]):
             raise EnvError("step_send() twice without step_recv()")
         act = np.asarray(action, dtype=np.float32)
         self._pending = act
-        self._send_cmds(self._me, self._sched_me, decode_action(act))
+        self._prev[0] = decode_action(act)
+        self._send_cmds(self._me, self._sched_me, self._prev[0])
         if self._op is not None and self._op_fn is not None:
-            op_act = np.asarray(self._op_fn(build_observation(self._snap, 1)), dtype=np.float32)
-            self._send_cmds(self._op, self._sched_op, decode_action(op_act))
+            op_act = np.asarray(self._op_fn(self._observe(self._snap, 1)), dtype=np.float32)
+            self._prev[1] = decode_action(op_act)
+            self._send_cmds(self._op, self._sched_op, self._prev[1])
 
     def _send_cmds(self, client: UdpClient, sched: list[tuple[int, Decoded]], cmd: Decoded) -> None:
         """Send the commands covering this step's ticks.
@@ -402,7 +412,12 @@ class BrawlpitEnv(gym.Env[np.ndarray, np.ndarray]):
         truncated = (not terminated and self.max_episode_steps is not None
                      and self._steps >= self.max_episode_steps)
         info = self._info(cur, elapsed, match_outcome(cur, 0), tiers)
-        return build_observation(cur, 0), float(reward), bool(terminated), bool(truncated), info
+        return self._observe(cur, 0), float(reward), bool(terminated), bool(truncated), info
+
+    def _observe(self, snap: Snapshot, slot: int) -> np.ndarray:
+        """``slot``'s policy input: the snapshot as seen from ``slot``, and (layout 2) the
+        command ``slot`` sent last step."""
+        return build_input(snap, slot, self.input_layout, self._prev[slot])
 
     def _recv_step(self, prev: Snapshot) -> Snapshot:
         me = self._me

@@ -14,7 +14,7 @@ import gymnasium as gym
 import numpy as np
 
 from brawlkit.env.actions import ACT_DIM
-from brawlkit.env.observation import OBS_BOUND, OBS_DIM
+from brawlkit.env.observation import INPUT_LAYOUT, OBS_BOUND, check_input_layout
 from brawlkit.wire.constants import C
 
 #: steps in a full match at the default action repeat of 4
@@ -33,12 +33,14 @@ class ZeroCostEnv(gym.Env[np.ndarray, np.ndarray]):
 
     metadata = {"render_modes": []}
 
-    def __init__(self, random_obs: bool = False, episode_steps: int = EPISODE_STEPS) -> None:
-        self.observation_space = gym.spaces.Box(-OBS_BOUND, OBS_BOUND, (OBS_DIM,), np.float32)
+    def __init__(self, random_obs: bool = False, episode_steps: int = EPISODE_STEPS,
+                 input_layout: int = INPUT_LAYOUT) -> None:
+        self.obs_dim = check_input_layout(input_layout)
+        self.observation_space = gym.spaces.Box(-OBS_BOUND, OBS_BOUND, (self.obs_dim,), np.float32)
         self.action_space = gym.spaces.Box(-1.0, 1.0, (ACT_DIM,), np.float32)
         self.random_obs = random_obs
         self.episode_steps = episode_steps
-        self._obs = np.zeros(OBS_DIM, np.float32)
+        self._obs = np.zeros(self.obs_dim, np.float32)
         self._act = np.zeros(ACT_DIM, np.float32)
         self._t = 0
 
@@ -49,7 +51,7 @@ class ZeroCostEnv(gym.Env[np.ndarray, np.ndarray]):
 
     def _observe(self) -> np.ndarray:
         if self.random_obs:
-            return self.np_random.uniform(-1, 1, OBS_DIM).astype(np.float32)
+            return self.np_random.uniform(-1, 1, self.obs_dim).astype(np.float32)
         return self._obs
 
     def step_send(self, action: np.ndarray) -> None:

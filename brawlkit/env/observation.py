@@ -253,11 +253,50 @@ def build_observations(snaps: Sequence[bytes | Snapshot], slots: Sequence[int]) 
 
 
 # ----------------------------------------------------------------- policy input layouts
-#: the policy input this module builds: layout 1 = exactly the 31-value observation
-#: (docs/observation.md "Policy input layouts"); a .bpw blob and a checkpoint record it
-INPUT_LAYOUT: int = int(C.BP_INPUT_LAYOUT_OBS)
-INPUT_LAYOUTS: dict[int, int] = {INPUT_LAYOUT: OBS_DIM}
+#: layout 1 = exactly the 31-value observation; layout 2 = the observation, then what a
+#: player knows of its own fighter and controller (docs/observation.md "Policy input
+#: layouts"); native/src/obs.c's bp_input_build is the twin.  A .bpw blob and a
+#: checkpoint record which one their network reads.
+INPUT_LAYOUT_OBS: int = int(C.BP_INPUT_LAYOUT_OBS)
+INPUT_LAYOUT_SELF: int = int(C.BP_INPUT_LAYOUT_SELF)
+INPUT_LAYOUT = INPUT_LAYOUT_SELF
+"""the layout training uses by default"""
+INPUT_LAYOUTS: dict[int, int] = {INPUT_LAYOUT_OBS: OBS_DIM, INPUT_LAYOUT_SELF: int(C.BP_INPUT_SELF_DIM)}
 """known layouts -> their input size"""
+
+_AS = int(C.BP_AS_COUNT)
+_HIT = float(C.BP_INPUT_HITSTUN_SCALE)
+_FLAG_BITS = (C.BP_PLAYER_FLAG_ON_GROUND, C.BP_PLAYER_FLAG_SHIELDING, C.BP_PLAYER_FLAG_HITSTUN,
+              C.BP_PLAYER_FLAG_ATTACKING, C.BP_PLAYER_FLAG_INVULNERABLE, C.BP_PLAYER_FLAG_OFFSTAGE)
+_BUTTONS = (C.BP_BTN_JUMP, C.BP_BTN_ATTACK, C.BP_BTN_SPECIAL, C.BP_BTN_SHIELD)
+_STATE_NAMES = ("idle", "walk", "jumpsquat", "air", "attack", "special", "upspecial", "helpless",
+                "shield", "shieldstun", "shieldbreak", "hitstun", "ledge", "ledgeclimb", "lag",
+                "respawn", "dead")
+_STATE_ONE_HOT: tuple[tuple[float, ...], ...] = tuple(
+    tuple(1.0 if i == k else 0.0 for i in range(_AS)) for k in range(_AS))
+_NO_STATE = (0.0,) * _AS
+assert len(_STATE_NAMES) == _AS
+assert (C.BP_INPUT_PREV_OFFSET, C.BP_INPUT_FLAGS_OFFSET, C.BP_INPUT_JUMP_OFFSET,
+        C.BP_INPUT_HITSTUN_OFFSET, C.BP_INPUT_SELF_STATE_OFFSET, C.BP_INPUT_OTHER_STATE_OFFSET,
+        C.BP_INPUT_SELF_DIM) == (OBS_DIM, OBS_DIM + 6, OBS_DIM + 12, OBS_DIM + 13, OBS_DIM + 14,
+                                 OBS_DIM + 14 + _AS, OBS_DIM + 14 + 2 * _AS), "the append order below"
+
+#: names of each layout's values, in order (tables, plots, the parity check)
+INPUT_NAMES: dict[int, tuple[str, ...]] = {
+    INPUT_LAYOUT_OBS: OBS_NAMES,
+    INPUT_LAYOUT_SELF: (
+        *OBS_NAMES,
+        "prev_stick_x", "prev_stick_y", "prev_jump", "prev_attack", "prev_special", "prev_shield",
+        "self_on_ground", "self_shielding", "self_hitstun", "self_attacking", "self_invulnerable",
+        "self_offstage", "self_jumps_left", "self_hitstun_ticks",
+        *(f"self_state_{n}" for n in _STATE_NAMES), *(f"other_state_{n}" for n in _STATE_NAMES),
+    ),
+}
+assert all(len(INPUT_NAMES[k]) == n for k, n in INPUT_LAYOUTS.items())
+
+Command = tuple[float, float, int]
+#: the command before a match's first step (what layout 2 starts from)
+NEUTRAL_COMMAND: Command = (0.0, 0.0, 0)
 
 
 def check_input_layout(layout: int, what: str = "policy") -> int:
@@ -267,3 +306,45 @@ def check_input_layout(layout: int, what: str = "policy") -> int:
             f"{what} was trained with policy input layout {layout}; this brawlkit builds "
             f"layout(s) {sorted(INPUT_LAYOUTS)} (docs/observation.md, 'Policy input layouts')")
     return INPUT_LAYOUTS[layout]
+
+
+def build_input_values(self_p: PlayerState, other_p: PlayerState, ticks_left: int,
+                       layout: int, prev: Command = NEUTRAL_COMMAND) -> list[float]:
+    """The policy input of ``layout`` as Python floats (doubles, not yet float32).
+
+    ``prev`` is the command this player sent last step, (stick_x, stick_y, buttons)
+    as on the wire; layout 1 ignores it.
+    """
+    out = build_observation_values(self_p, other_p, ticks_left)
+    if layout == INPUT_LAYOUT_OBS:
+        return out
+    if layout != INPUT_LAYOUT_SELF:
+        check_input_layout(layout)
+    sx, sy, buttons = prev
+    if not (math.isfinite(sx) and math.isfinite(sy)):
+        raise ValueError(f"previous command has a non-finite stick ({sx}, {sy})")
+    ap = out.append
+    ap(-1.0 if sx < -1.0 else (1.0 if sx > 1.0 else sx))
+    ap(-1.0 if sy < -1.0 else (1.0 if sy > 1.0 else sy))
+    out.extend(1.0 if buttons & b else -1.0 for b in _BUTTONS)
+    out.extend(1.0 if self_p.flags & f else 0.0 for f in _FLAG_BITS)
+    v = float(self_p.jumps_left)
+    ap(0.0 if v < 0.0 else (1.0 if v > 1.0 else v))
+    v = self_p.hitstun_ticks / _HIT
+    ap(0.0 if v < 0.0 else (1.0 if v > 1.0 else v))
+    s, o = self_p.action_state, other_p.action_state
+    out.extend(_STATE_ONE_HOT[s] if 0 <= s < _AS else _NO_STATE)
+    out.extend(_STATE_ONE_HOT[o] if 0 <= o < _AS else _NO_STATE)
+    return out
+
+
+def build_input(snap: bytes | Snapshot, slot: int, layout: int,
+                prev: Command = NEUTRAL_COMMAND) -> np.ndarray:
+    """The policy input of ``layout`` (float32) from a SNAPSHOT's bytes or a parsed Snapshot."""
+    if slot not in (0, 1):
+        raise ValueError(f"slot must be 0 or 1, got {slot!r}")
+    if not isinstance(snap, Snapshot):
+        snap = parse_snapshot(bytes(snap))
+    players = snap.players
+    return np.array(build_input_values(players[slot], players[1 - slot], snap.ticks_left,
+                                       layout, prev), dtype=np.float32)

@@ -26,9 +26,11 @@ import json
 import math
 import os
 import random
+import struct
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import astuple, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -36,13 +38,21 @@ from typing import Any
 import numpy as np
 
 from brawlkit.common.paths import native_path
-from brawlkit.env.observation import OBS_DIM, OBS_NAMES, POSTURE_OFFSET, POSTURES, build_observation
+from brawlkit.env.observation import (
+    INPUT_LAYOUTS,
+    INPUT_NAMES,
+    POSTURE_OFFSET,
+    POSTURES,
+    build_input,
+)
 from brawlkit.wire.constants import C
 from brawlkit.wire.protocol import SNAPSHOT_SIZE, pack_snapshot
 
 TOLERANCE = 1e-6
-#: one record of the C tool's input: u8 slot, 3 zero bytes, one SNAPSHOT datagram
-RECORD_SIZE = 4 + SNAPSHOT_SIZE
+#: the previous command at the end of a record: f32 stick_x, f32 stick_y, u32 buttons
+_PREV = struct.Struct("<ffI")
+#: one record of the C tool's input: u8 slot, 3 zero bytes, one SNAPSHOT datagram, the command
+RECORD_SIZE = 4 + SNAPSHOT_SIZE + _PREV.size
 
 
 @dataclass(frozen=True)
@@ -195,48 +205,74 @@ def random_state(rng: random.Random) -> tuple[P, P, int]:
     return p0, p1, t
 
 
-def generate(states: int, seed: int = 0) -> tuple[list[bytes], list[int], list[str]]:
-    """``states`` (packets, slots, names): edge cases (both slots) first, then random."""
+#: previous commands of the edge cases: neutral, every button, stick corners, out-of-range
+#: sticks (clipped), a negative zero, unknown button bits (ignored)
+EDGE_COMMANDS: tuple[tuple[float, float, int], ...] = (
+    (0.0, 0.0, 0), (1.0, -1.0, int(C.BP_BTN_MASK)), (-1.0, 1.0, int(C.BP_BTN_SPECIAL)),
+    (1.5, -3.0, int(C.BP_BTN_JUMP) | int(C.BP_BTN_SHIELD)), (-0.0, 0.25, int(C.BP_BTN_ATTACK)),
+    (0.1, -0.1, 0xFFFFFFF0),
+)
+
+
+def random_command(rng: random.Random) -> tuple[float, float, int]:
+    def stick() -> float:
+        q = rng.random()
+        return rng.choice((0.0, -1.0, 1.0)) if q < 0.2 else rng.uniform(-1.3, 1.3)
+
+    buttons = rng.randrange(16) | (rng.getrandbits(28) << 4 if rng.random() < 0.05 else 0)
+    return stick(), stick(), buttons
+
+
+def generate(states: int, seed: int = 0
+             ) -> tuple[list[bytes], list[int], list[tuple[float, float, int]], list[str]]:
+    """``states`` (packets, slots, previous commands, names): edge cases first, then random."""
     packets: list[bytes] = []
     slots: list[int] = []
+    prevs: list[tuple[float, float, int]] = []
     names: list[str] = []
-    for name, p0, p1, t in edge_cases():
+    for k, (name, p0, p1, t) in enumerate(edge_cases()):
         for slot in (0, 1):
             packets.append(snapshot_bytes(p0, p1, t))
             slots.append(slot)
+            prevs.append(EDGE_COMMANDS[(2 * k + slot) % len(EDGE_COMMANDS)])
             names.append(f"{name}/slot{slot}")
-    packets, slots, names = packets[:states], slots[:states], names[:states]
+    packets, slots, prevs, names = packets[:states], slots[:states], prevs[:states], names[:states]
     rng = random.Random(seed)
     i = 0
     while len(packets) < states:
         p0, p1, t = random_state(rng)
         packets.append(snapshot_bytes(p0, p1, t, tick=i, seq=i))
         slots.append(rng.randrange(2))
+        prevs.append(random_command(rng))
         names.append(f"random/{i}")
         i += 1
-    return packets, slots, names
+    return packets, slots, prevs, names
 
 
-def c_observations(packets: list[bytes], slots: list[int], obs_bin: Path) -> np.ndarray:
-    """Run the C tool on the records; (N, 31) float32."""
+def c_inputs(packets: list[bytes], slots: list[int], prevs: list[tuple[float, float, int]],
+             layout: int, obs_bin: Path) -> np.ndarray:
+    """Run the C tool on the records; (N, input size of ``layout``) float32."""
+    dim = INPUT_LAYOUTS[layout]
     with tempfile.TemporaryDirectory(prefix="bk_parity_") as td:
         src, dst = Path(td) / "in.bin", Path(td) / "out.bin"
         with open(src, "wb") as f:
-            for pkt, slot in zip(packets, slots, strict=True):
-                f.write(bytes((slot, 0, 0, 0)) + pkt)
-        proc = subprocess.run([str(obs_bin), str(src), str(dst)], capture_output=True, text=True)
+            for pkt, slot, prev in zip(packets, slots, prevs, strict=True):
+                f.write(bytes((slot, 0, 0, 0)) + pkt + _PREV.pack(*prev))
+        proc = subprocess.run([str(obs_bin), "--layout", str(layout), str(src), str(dst)],
+                              capture_output=True, text=True)
         if proc.returncode != 0:
             raise RuntimeError(f"{obs_bin} failed ({proc.returncode}): {proc.stderr.strip()}")
         out = np.fromfile(dst, dtype="<f4")
-    if out.size != len(packets) * OBS_DIM:
+    if out.size != len(packets) * dim:
         raise RuntimeError(f"{obs_bin} wrote {out.size} floats for {len(packets)} records")
-    return out.reshape(len(packets), OBS_DIM)
+    return out.reshape(len(packets), dim)
 
 
-def py_observations(packets: list[bytes], slots: list[int]) -> np.ndarray:
-    out = np.empty((len(packets), OBS_DIM), dtype=np.float32)
-    for i, (pkt, slot) in enumerate(zip(packets, slots, strict=True)):
-        out[i] = build_observation(pkt, slot)
+def py_inputs(packets: list[bytes], slots: list[int], prevs: list[tuple[float, float, int]],
+              layout: int) -> np.ndarray:
+    out = np.empty((len(packets), INPUT_LAYOUTS[layout]), dtype=np.float32)
+    for i, (pkt, slot, prev) in enumerate(zip(packets, slots, prevs, strict=True)):
+        out[i] = build_input(pkt, slot, layout, prev)
     return out
 
 
@@ -246,14 +282,17 @@ def _posture_index(block: np.ndarray) -> np.ndarray:
     return np.where(ok, np.argmax(block, axis=1), -1)
 
 
-def compare(c_obs: np.ndarray, py_obs: np.ndarray, names: list[str] | None = None) -> dict[str, Any]:
+def compare(c_in: np.ndarray, py_in: np.ndarray, names: list[str] | None = None,
+            layout: int = 1) -> dict[str, Any]:
+    """Per-value comparison of one layout's inputs (rows: states) built by C and by Python."""
+    dim_names = INPUT_NAMES[layout]
     with np.errstate(invalid="ignore"):
-        diff = np.abs(c_obs.astype(np.float64) - py_obs.astype(np.float64))
+        diff = np.abs(c_in.astype(np.float64) - py_in.astype(np.float64))
     diff[np.isnan(diff)] = np.inf  # NaN on either side (e.g. an unwritten dimension)
-    per_dim = diff.max(axis=0) if len(diff) else np.zeros(OBS_DIM)
+    per_dim = diff.max(axis=0) if len(diff) else np.zeros(len(dim_names))
     worst = int(np.argmax(per_dim))
     pb = slice(POSTURE_OFFSET, POSTURE_OFFSET + len(POSTURES))
-    pc, pp = _posture_index(c_obs[:, pb]), _posture_index(py_obs[:, pb])
+    pc, pp = _posture_index(c_in[:, pb]), _posture_index(py_in[:, pb])
     mism = np.nonzero((pc != pp) | (pc < 0))[0]
     confusion = np.zeros((len(POSTURES), len(POSTURES) + 1), dtype=int)  # rows py, cols C (+bad)
     for a, b in zip(pp, pc, strict=True):
@@ -268,18 +307,19 @@ def compare(c_obs: np.ndarray, py_obs: np.ndarray, names: list[str] | None = Non
     for r in bad_rows[:5]:
         d = int(np.argmax(diff[r]))
         examples.append({"row": int(r), "state": names[r] if names else str(r), "dim": d,
-                         "name": OBS_NAMES[d], "c": float(c_obs[r, d]), "py": float(py_obs[r, d])})
+                         "name": dim_names[d], "c": float(c_in[r, d]), "py": float(py_in[r, d])})
     return {
-        "states": int(len(c_obs)),
+        "layout": layout,
+        "states": int(len(c_in)),
         "max_abs_diff": fin(max_abs),
         "worst_dim": worst,
-        "worst_dim_name": OBS_NAMES[worst],
+        "worst_dim_name": dim_names[worst],
         "posture_mismatches": int(len(mism)),
         "mismatched_states": int(len(bad_rows)),
         "tolerance": TOLERANCE,
         "ok": bool(max_abs <= TOLERANCE and len(mism) == 0),
-        "per_dim": [{"dim": i, "name": OBS_NAMES[i], "max_abs_diff": fin(float(per_dim[i]))}
-                    for i in range(OBS_DIM)],
+        "per_dim": [{"dim": i, "name": dim_names[i], "max_abs_diff": fin(float(per_dim[i]))}
+                    for i in range(len(dim_names))],
         "posture_confusion": confusion.tolist(),
         "posture_labels": list(POSTURES),
         "posture_counts": {POSTURES[i]: int((pp == i).sum()) for i in range(len(POSTURES))},
@@ -288,13 +328,17 @@ def compare(c_obs: np.ndarray, py_obs: np.ndarray, names: list[str] | None = Non
 
 
 def run(states: int = 10000, seed: int = 0, json_out: str | os.PathLike[str] | None = None,
-        obs_bin: str | os.PathLike[str] | None = None) -> dict[str, Any]:
-    """Generate ``states`` states, run both builders, compare; optionally write JSON."""
+        obs_bin: str | os.PathLike[str] | None = None, layout: int = 1) -> dict[str, Any]:
+    """Generate ``states`` states, build ``layout``'s input with both builders, compare;
+    optionally write the result as JSON."""
     if states < 1:
         raise ValueError("states must be >= 1")
+    if layout not in INPUT_LAYOUTS:
+        raise ValueError(f"layout must be one of {sorted(INPUT_LAYOUTS)}, got {layout}")
     path = Path(obs_bin) if obs_bin else native_path("brawlpit_obs")
-    packets, slots, names = generate(states, seed)
-    result = compare(c_observations(packets, slots, path), py_observations(packets, slots), names)
+    packets, slots, prevs, names = generate(states, seed)
+    result = compare(c_inputs(packets, slots, prevs, layout, path),
+                     py_inputs(packets, slots, prevs, layout), names, layout)
     result["seed"] = seed
     result["edge_cases"] = sum(1 for n in names if not n.startswith("random/"))
     result["obs_bin"] = str(path)
@@ -303,41 +347,64 @@ def run(states: int = 10000, seed: int = 0, json_out: str | os.PathLike[str] | N
     return result
 
 
+def run_layouts(states: int = 10000, seed: int = 0, obs_bin: str | os.PathLike[str] | None = None,
+                layouts: Sequence[int] = tuple(INPUT_LAYOUTS)) -> dict[str, Any]:
+    """:func:`run` for every layout in ``layouts``; the verdict is the worst of them."""
+    per = {str(k): run(states, seed, obs_bin=obs_bin, layout=k) for k in layouts}
+    diffs = [r["max_abs_diff"] for r in per.values()]
+    return {
+        "states": states, "seed": seed,
+        "max_abs_diff": None if None in diffs else max(d for d in diffs if d is not None),
+        "posture_mismatches": sum(r["posture_mismatches"] for r in per.values()),
+        "ok": all(r["ok"] for r in per.values()),
+        "layouts": per,
+    }
+
+
 def format_table(result: dict[str, Any]) -> str:
-    lines = [f"{'dim':>3}  {'name':<22} {'max |C - Py|':>14}"]
+    lines = [f"layout {result['layout']}", f"{'dim':>3}  {'name':<22} {'max |C - Py|':>14}"]
     for row in result["per_dim"]:
         v = row["max_abs_diff"]
         text = "inf/NaN" if v is None else f"{v:.3e}"
         flag = "" if v is not None and v <= result["tolerance"] else "  <-- MISMATCH"
         lines.append(f"{row['dim']:>3}  {row['name']:<22} {text:>14}{flag}")
-    lines.append(f"states {result['states']} (edge cases {result.get('edge_cases', '?')}), "
-                 f"posture mismatches {result['posture_mismatches']}, "
-                 f"{'OK' if result['ok'] else 'FAILED'}")
+    lines.append(f"layout {result['layout']}: states {result['states']} (edge cases "
+                 f"{result.get('edge_cases', '?')}), posture mismatches "
+                 f"{result['posture_mismatches']}, {'OK' if result['ok'] else 'FAILED'}")
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="brawlkit parity",
-                                 description="C vs Python observation parity (docs/observation.md)")
-    ap.add_argument("--states", type=int, default=10000)
+    ap = argparse.ArgumentParser(
+        prog="python -m brawlkit parity",
+        description="C vs Python policy-input parity (docs/observation.md): the 31-value "
+                    "observation (layout 1) and every other policy input layout")
+    ap.add_argument("--states", type=int, default=10000, help="states per layout")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--json", action="store_true", help="table, then one JSON line (last)")
+    ap.add_argument("--layout", type=int, choices=sorted(INPUT_LAYOUTS), action="append",
+                    help="check this layout (repeatable; default: every layout)")
+    ap.add_argument("--json", action="store_true", help="tables, then one JSON line (last)")
     ap.add_argument("--json-out", help="also write the full result JSON to this file")
     ap.add_argument("--obs-bin", help="C tool to test (default native/build/brawlpit_obs)")
     args = ap.parse_args(argv)
     try:
-        result = run(args.states, args.seed, args.json_out, args.obs_bin)
+        result = run_layouts(args.states, args.seed, args.obs_bin,
+                             args.layout or tuple(INPUT_LAYOUTS))
     except (RuntimeError, OSError, subprocess.CalledProcessError, ValueError) as e:
         msg = " ".join(str(e).splitlines())
         print(f"parity: error: {msg}", file=sys.stderr)
         if args.json:
             print(json.dumps({"ok": False, "error": msg}))
         return 2
-    print(format_table(result))
-    for ex in result["examples"]:
-        print(f"  mismatch: {ex}")
+    for res in result["layouts"].values():
+        print(format_table(res))
+        for ex in res["examples"]:
+            print(f"  mismatch: {ex}")
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     if args.json:
-        short = {k: v for k, v in result.items() if k not in ("examples",)}
+        short = {**result, "layouts": {k: {kk: vv for kk, vv in v.items() if kk != "examples"}
+                                       for k, v in result["layouts"].items()}}
         print(json.dumps(short, separators=(",", ":")))
     return 0 if result["ok"] else 1
 

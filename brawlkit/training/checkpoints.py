@@ -87,6 +87,22 @@ def stamp_model(model: Any, meta: PolicyMeta) -> None:
                                     "input_layout": meta.input_layout, "reward": meta.reward})
 
 
+def update_best(run_dir: Path, gen: int, zip_path: Path, score: float) -> Path:
+    """Keep ``best.json`` naming the generation with the highest selection score (ties:
+    the newer one); returns the best checkpoint's path.  Export and the league take
+    this one: chosen by how the deterministic policy, the one that ships, plays."""
+    best_path = run_dir / "best.json"
+    try:
+        best = json.loads(best_path.read_text())
+        if float(best["score"]) > score and (run_dir / best["checkpoint"]).is_file():
+            return run_dir / str(best["checkpoint"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass  # no (readable) best yet: this generation is it
+    atomic_write_json(best_path, {"generation": gen, "checkpoint": zip_path.name, "score": score,
+                                  "criterion": "mean deterministic win rate over eval levels"})
+    return zip_path
+
+
 def save_generation(model: Any, run_dir: Path, gen: int, metadata: dict[str, Any]) -> Path:
     """Write ``gen_XXXX.zip`` (atomically) then its metadata JSON; returns the zip path."""
     zip_path, json_path = generation_paths(run_dir, gen)

@@ -24,13 +24,37 @@ import numpy as np
 
 from brawlkit.common.threads import limit_threads
 from brawlkit.env import BrawlpitEnv
-from brawlkit.env.actions import N_PATTERNS, action_patterns, spam_fraction
+from brawlkit.env.actions import ACTION_NAMES, N_PATTERNS, action_patterns, spam_fraction
 from brawlkit.env.observation import check_input_layout
 from brawlkit.env.rewards import OutcomeReward
 from brawlkit.export.actor import NumpyPolicy, checkpoint_meta, load_sb3_policy
 from brawlkit.export.bpw import PolicyMeta
 
 PolicyFn = Callable[[np.ndarray], np.ndarray]
+
+
+class SampledPolicy:
+    """The stochastic policy PPO trained: the actor mean plus Gaussian noise of the
+    policy's (state-independent) std, clipped to the action box — what SB3 plays while
+    it trains, in numpy with a seeded generator.  Evaluated beside the deterministic
+    mean so a gap between the two (a policy that only works through its noise) shows.
+    """
+
+    def __init__(self, mean: NumpyPolicy, log_std: np.ndarray, seed: int = 0) -> None:
+        self.mean = mean
+        self.meta = mean.meta
+        self.std = np.exp(np.asarray(log_std, np.float64)).astype(np.float32)
+        self.rng = np.random.default_rng(seed)
+
+    @classmethod
+    def from_sb3(cls, policy: Any, meta: PolicyMeta, seed: int = 0) -> SampledPolicy:
+        log_std = policy.log_std.detach().cpu().numpy()
+        return cls(NumpyPolicy.from_sb3(policy, meta), log_std, seed)
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        mu = self.mean.forward(obs)
+        noise = self.rng.standard_normal(mu.shape).astype(np.float32)
+        return np.clip(mu + self.std * noise, -1.0, 1.0).astype(np.float32)
 
 
 def play_episodes(
@@ -59,11 +83,13 @@ def play_episodes(
         obs: dict[int, np.ndarray] = {}
         counts: dict[int, np.ndarray] = {}
         steps: dict[int, int] = {}
+        pressed: dict[int, np.ndarray] = {}
 
         def start(i: int) -> None:
             j = queue.pop(0)
             o, _ = envs[i].reset(seed=seed + j, options={"opponent": opponent})
             obs[i], counts[i], steps[i] = o, np.zeros(N_PATTERNS, np.int64), 0
+            pressed[i] = np.zeros(len(ACTION_NAMES) - 2, np.int64)
 
         for i in range(len(envs)):
             if queue:
@@ -74,6 +100,7 @@ def play_episodes(
             for k, i in enumerate(active):
                 envs[i].step_send(acts[k])
                 counts[i][action_patterns(acts[k])[0]] += 1
+                pressed[i] += acts[k][2:] > 0
             for i in active:
                 o, _, term, trunc, info = envs[i].step_recv()
                 steps[i] += 1
@@ -84,6 +111,7 @@ def play_episodes(
                         "stock_diff": int(info["self_stocks"]) - int(info["other_stocks"]),
                         "spam_fraction": spam_fraction(counts[i]),
                         "steps": steps[i],
+                        "pressed": pressed[i] / max(steps[i], 1),
                     })
                     del obs[i]
                     if queue:
@@ -115,47 +143,70 @@ def summarize(results: list[dict[str, Any]], opponent: str) -> dict[str, Any]:
         "mean_ticks": float(np.mean([r["ticks"] for r in results])) if n else 0.0,
         "mean_steps": float(np.mean([r["steps"] for r in results])) if n else 0.0,
         "spam_fraction": float(np.mean([r["spam_fraction"] for r in results])) if n else 0.0,
+        # share of steps each button was held: a policy that never releases a
+        # press-only button (the finisher) shows up here
+        "press_rate": {name: round(float(np.mean([r["pressed"][b] for r in results])), 4)
+                       if n else 0.0 for b, name in enumerate(ACTION_NAMES[2:])},
     }
 
 
 def evaluate_model(model: Any, levels: Sequence[int], episodes: int, envs: Sequence[Any],
                    meta: PolicyMeta, seed: int = 1_000_000) -> dict[str, dict[str, Any]]:
-    """Deterministic policy of a live SB3 model vs each CPU level (same match seeds every call)."""
-    actor = NumpyPolicy.from_sb3(model.policy, meta)
-    return {f"cpu_{lv}": play_episodes(actor, f"cpu:{lv}", episodes, seed + 1000 * lv, envs=envs)
-            for lv in levels}
+    """A live SB3 model vs each CPU level, the same match seeds every call: the
+    deterministic policy (what ships; the top-level numbers) and, under ``"sampled"``,
+    the stochastic one PPO trains with."""
+    det = NumpyPolicy.from_sb3(model.policy, meta)
+    sampled = SampledPolicy.from_sb3(model.policy, meta, seed)
+    out = {}
+    for lv in levels:
+        s = seed + 1000 * lv
+        res = play_episodes(det, f"cpu:{lv}", episodes, s, envs=envs)
+        res["sampled"] = play_episodes(sampled, f"cpu:{lv}", episodes, s, envs=envs)
+        out[f"cpu_{lv}"] = res
+    return out
 
 
-def load_policy(checkpoint: str | Path) -> NumpyPolicy:
-    """The deterministic numpy actor of a checkpoint, carrying how it was trained.
+def load_policy(checkpoint: str | Path, sampled_seed: int | None = None
+                ) -> NumpyPolicy | SampledPolicy:
+    """The deterministic numpy actor of a checkpoint (or, with ``sampled_seed``, its
+    stochastic policy), carrying how it was trained.
 
     Refuses a checkpoint whose policy input layout this env cannot build.
     """
     meta = checkpoint_meta(checkpoint)
     check_input_layout(meta.input_layout, str(checkpoint))
-    return NumpyPolicy.from_sb3(load_sb3_policy(checkpoint), meta)
+    policy = load_sb3_policy(checkpoint)
+    if sampled_seed is not None:
+        return SampledPolicy.from_sb3(policy, meta, sampled_seed)
+    return NumpyPolicy.from_sb3(policy, meta)
 
 
 def evaluate(
     checkpoint: str | Path, vs: str = "cpu:3", episodes: int = 10, seed: int = 0, n_envs: int = 2
 ) -> dict[str, Any]:
-    """Win / draw / loss rates of ``checkpoint`` (an SB3 zip) against ``vs``,
-    played at the action repeat it was trained with."""
+    """Win / draw / loss rates of ``checkpoint`` (an SB3 zip) against ``vs``, played at
+    the action repeat and input layout it was trained with: the deterministic policy
+    (what ships: the top-level numbers) and the sampled one (under ``"sampled"``)."""
     limit_threads()
-    policy = load_policy(checkpoint)
-    res = play_episodes(policy, vs, episodes, seed, n_envs=n_envs,
-                        env_kwargs={"action_repeat": policy.meta.action_repeat})
+    det = load_policy(checkpoint)
+    kw = {"action_repeat": det.meta.action_repeat, "input_layout": det.meta.input_layout}
+    res = play_episodes(det, vs, episodes, seed, n_envs=n_envs, env_kwargs=kw)
+    res["sampled"] = play_episodes(load_policy(checkpoint, sampled_seed=seed), vs, episodes, seed,
+                                   n_envs=n_envs, env_kwargs=kw)
     res["checkpoint"] = str(checkpoint)
     res["seed"] = seed
-    res["action_repeat"] = policy.meta.action_repeat
+    res["action_repeat"] = det.meta.action_repeat
+    res["input_layout"] = det.meta.input_layout
     return res
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m brawlkit eval",
-        description="Play a PPO checkpoint (deterministic: clipped Gaussian mean) against an "
-        "opponent and print its win / draw / loss rates.",
+        description="Play a PPO checkpoint against an opponent at the action repeat and input "
+        "layout it was trained with, and print the win / draw / loss rates of its deterministic "
+        "policy (the clipped Gaussian mean: what export and brawlpit_bot ship) and of its "
+        "sampled policy (what PPO trained with), side by side.",
     )
     ap.add_argument("--checkpoint", required=True, help="SB3 checkpoint zip (e.g. runs/main/.../gen_0003.zip)")
     ap.add_argument("--vs", default="cpu:3", help="opponent: cpu:L with L in 1..8 (default cpu:3)")
@@ -171,8 +222,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(res))
     else:
-        print(f"{res['checkpoint']} (action repeat {res['action_repeat']}) vs {res['vs']}: "
-              f"{res['episodes']} episodes  "
-              f"win {res['win_rate']:.2f}  draw {res['draw_rate']:.2f}  loss {res['loss_rate']:.2f}  "
-              f"(mean stock diff {res['mean_stock_diff']:+.2f}, spam {res['spam_fraction']:.2f})")
+        print(f"{res['checkpoint']} (action repeat {res['action_repeat']}, input layout "
+              f"{res['input_layout']}) vs {res['vs']}, {res['episodes']} episodes:")
+        for label, r in (("deterministic (ships)", res), ("sampled", res["sampled"])):
+            print(f"  {label:<22} win {r['win_rate']:.2f}  draw {r['draw_rate']:.2f}  "
+                  f"loss {r['loss_rate']:.2f}  (mean stock diff {r['mean_stock_diff']:+.2f}, "
+                  f"spam {r['spam_fraction']:.2f}, buttons held "
+                  + " ".join(f"{k} {v:.2f}" for k, v in r["press_rate"].items()) + ")")
     return 0

@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import Any
 
 from brawlkit.common.threads import limit_threads
-from brawlkit.env.observation import INPUT_LAYOUT
 from brawlkit.export.actor import network_description, policy_kwargs
 from brawlkit.export.bpw import PolicyMeta
 from brawlkit.league import CpuCurriculum
@@ -46,6 +45,7 @@ from brawlkit.training.checkpoints import (
     now_iso,
     save_generation,
     stamp_model,
+    update_best,
 )
 from brawlkit.training.config import TrainConfig
 
@@ -57,6 +57,8 @@ N_EVAL_ENVS = 2
 class TrainResult:
     run_dir: Path
     checkpoints: list[Path] = field(default_factory=list)
+    best_checkpoint: Path | None = None
+    """the generation whose deterministic policy scored best (``best.json``): what to export"""
     evals: list[dict[str, Any]] = field(default_factory=list)
     total_timesteps: int = 0
     seconds: float = 0.0
@@ -70,6 +72,7 @@ class TrainResult:
             "run_dir": str(self.run_dir),
             "checkpoints": [str(p) for p in self.checkpoints],
             "final_checkpoint": str(self.final_checkpoint) if self.final_checkpoint else None,
+            "best_checkpoint": str(self.best_checkpoint) if self.best_checkpoint else None,
             "evals": self.evals,
             "total_timesteps": self.total_timesteps,
             "seconds": round(self.seconds, 2),
@@ -78,7 +81,7 @@ class TrainResult:
 
 def policy_meta(cfg: TrainConfig) -> PolicyMeta:
     """How a policy trained with ``cfg`` must be played (recorded in zip and blob)."""
-    return PolicyMeta(action_repeat=cfg.action_repeat, input_layout=INPUT_LAYOUT,
+    return PolicyMeta(action_repeat=cfg.action_repeat, input_layout=cfg.input_layout,
                       reward=cfg.reward.partition(":")[0])
 
 
@@ -105,7 +108,7 @@ def scratch_checkpoint(path: str | Path, seed: int = 0, learn_steps: int = 128,
 
     cfg = cfg or TrainConfig(n_steps=64, batch_size=32, n_epochs=2)
     cfg = TrainConfig.from_dict({**cfg.to_dict(), "seed": seed, "n_envs": 1})
-    model = build_model(cfg, ZeroCostEnv(random_obs=True))
+    model = build_model(cfg, ZeroCostEnv(random_obs=True, input_layout=cfg.input_layout))
     if learn_steps:
         model.learn(learn_steps)
     model.save(str(path))
@@ -137,7 +140,8 @@ def _make_envs(cfg: TrainConfig, sampler: CpuCurriculum) -> tuple[Any, list[Any]
     from brawlkit.env.rewards import make_reward
     from brawlkit.env.vecenv import NextOpponent, make_vec_env
 
-    env_kw: dict[str, Any] = dict(mode="lockstep", action_repeat=cfg.action_repeat)
+    env_kw: dict[str, Any] = dict(mode="lockstep", action_repeat=cfg.action_repeat,
+                                  input_layout=cfg.input_layout)
     if cfg.vec == "subproc":
         # the sampler lives in this process; each worker gets its picks pushed (one
         # episode late) and, being a process of its own, a server that never spins
@@ -197,6 +201,7 @@ def _progress_bar(cfg: TrainConfig, enabled: bool) -> Any:
 def _log_evals(model: Any, gen: int, evals: dict[str, dict[str, Any]]) -> None:
     for name, ev in evals.items():
         model.logger.record(f"eval/win_rate/{name}", ev["win_rate"])
+        model.logger.record(f"eval/sampled_win_rate/{name}", ev["sampled"]["win_rate"])
         model.logger.record(f"eval/draw_rate/{name}", ev["draw_rate"])
         model.logger.record(f"eval/spam_fraction/{name}", ev["spam_fraction"])
     model.logger.record("eval/generation", gen)
@@ -204,7 +209,21 @@ def _log_evals(model: Any, gen: int, evals: dict[str, dict[str, Any]]) -> None:
     model.logger.dump(model.num_timesteps)
 
 
-_EVAL_KEYS = ("episodes", "win_rate", "draw_rate", "loss_rate", "mean_stock_diff", "spam_fraction")
+_EVAL_KEYS = ("episodes", "win_rate", "draw_rate", "loss_rate", "mean_stock_diff", "spam_fraction",
+              "press_rate")
+
+
+def _eval_record(ev: dict[str, Any]) -> dict[str, Any]:
+    """A generation's evaluation against one level, as its metadata keeps it."""
+    return {**{k: ev[k] for k in _EVAL_KEYS},
+            "sampled_win_rate": ev["sampled"]["win_rate"],
+            "sampled_press_rate": ev["sampled"]["press_rate"]}
+
+
+def selection_score(evals: dict[str, dict[str, Any]]) -> float:
+    """How good a generation is *as it ships*: the deterministic policy's mean win rate
+    over the evaluated levels (the sampled policy never counts)."""
+    return float(sum(ev["win_rate"] for ev in evals.values()) / max(len(evals), 1))
 
 
 def train(cfg: TrainConfig | None = None, *, run_dir: str | Path | None = None,
@@ -267,14 +286,17 @@ def train(cfg: TrainConfig | None = None, *, run_dir: str | Path | None = None,
                            **vars(policy_meta(cfg))},
                 "reward_config": reward_weights,
                 "sampler": sampler.state_dict(),
-                "eval": {k: {kk: v[kk] for kk in _EVAL_KEYS} for k, v in evals.items()},
+                "eval": {k: _eval_record(v) for k, v in evals.items()},
+                "selection_score": selection_score(evals),
                 "train_seconds": round(train_s, 2),
                 "eval_seconds": round(time.perf_counter() - g0 - train_s, 2),
             })
             parent = zip_path.name
             result.checkpoints.append(zip_path)
             result.evals.append({"generation": gen, "steps": int(model.num_timesteps),
-                                 **{k: v["win_rate"] for k, v in evals.items()}})
+                                 **{k: v["win_rate"] for k, v in evals.items()},
+                                 **{f"sampled_{k}": v["sampled"]["win_rate"] for k, v in evals.items()}})
+            result.best_checkpoint = update_best(rdir, gen, zip_path, selection_score(evals))
             _report(pbar, gen, int(model.num_timesteps), evals, sampler.max_level)
         result.total_timesteps = int(model.num_timesteps)
     finally:
@@ -290,9 +312,11 @@ def train(cfg: TrainConfig | None = None, *, run_dir: str | Path | None = None,
 
 
 def _report(pbar: Any, gen: int, steps: int, evals: dict[str, dict[str, Any]], level: int) -> None:
+    """One line per generation: each level's win rate, deterministic/sampled."""
+    rates = {k: f"{v['win_rate']:.2f}/{v['sampled']['win_rate']:.2f}" for k, v in evals.items()}
     if pbar is not None:
-        pbar.set_postfix({k: f"{v['win_rate']:.2f}" for k, v in evals.items()} | {"lvl": level})
+        pbar.set_postfix(rates | {"lvl": level})
     else:
-        print(f"gen {gen}: steps {steps} "
-              + " ".join(f"{k}={v['win_rate']:.2f}" for k, v in evals.items())
+        print(f"gen {gen}: steps {steps} win rate deterministic/sampled "
+              + " ".join(f"{k}={v}" for k, v in rates.items())
               + f" max_level={level}", file=sys.stderr, flush=True)

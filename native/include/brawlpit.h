@@ -190,6 +190,26 @@
 #define BP_OBS_BLAST_HORIZON_TICKS 120.0f
 #define BP_OBS_DAMAGE_DIFF_SCALE 300.0f
 
+/* ---------------------------------------------------------------- policy input
+ * docs/observation.md "Policy input layouts".  Layout 2 = the BP_OBS_DIM-value
+ * observation, then what a player knows of its own fighter and controller that the
+ * observation leaves out: the command it sent last step, its fighter's flags, jump,
+ * hitstun and action state, and the other fighter's action state (both visible on
+ * screen).  Built by obs.c (bp_input_build) and brawlkit/env/observation.py. */
+#define BP_INPUT_LAYOUT_SELF 2
+#define BP_INPUT_SELF_DIM 79
+/* offsets of the layout-2 blocks */
+#define BP_INPUT_PREV_OFFSET 31         /* 6: last command: stick x, y; 4 buttons +1/-1 */
+#define BP_INPUT_FLAGS_OFFSET 37        /* 6: NetPlayer.flags bits 0..5 as 1/0 */
+#define BP_INPUT_JUMP_OFFSET 43         /* 1: jumps_left, clipped to [0, 1] */
+#define BP_INPUT_HITSTUN_OFFSET 44      /* 1: hitstun_ticks / BP_INPUT_HITSTUN_SCALE, clipped */
+#define BP_INPUT_SELF_STATE_OFFSET 45   /* BP_AS_COUNT: own action_state one-hot */
+#define BP_INPUT_OTHER_STATE_OFFSET 62  /* BP_AS_COUNT: other's action_state one-hot */
+/* hitstun ticks that count as 1.0 */
+#define BP_INPUT_HITSTUN_SCALE 60.0f
+/* the largest input any layout has (buffers) */
+#define BP_INPUT_MAX_DIM 79
+
 /* ---------------------------------------------------------------- policy blob (.bpw)
  * docs/bpw.md; loader in src/policy.h.  A version-2 header also records how the
  * policy was trained: action_repeat, input_layout, reward preset name. */

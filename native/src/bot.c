@@ -3,6 +3,7 @@
  *
  *   brawlpit_bot --server HOST:PORT --weights POLICY.bpw [--slot N] [--matches K]
  *                [--seed S] [--cpu-level L] [--repeat R] [--no-reset] [--trace FILE]
+ *   brawlpit_bot --help      (usage and one line per option on stdout, exit 0)
  *
  * HELLO -> WELCOME; then per match: reload the weights (a new blob replaces the
  * old one without a restart; SIGHUP reloads too; a reload that fails or that
@@ -10,29 +11,59 @@
  * (skipped with --no-reset: the bot then plays whatever match the server
  * runs), and play: for every new SNAPSHOT of the current match (lockstep: each
  * one the server sends when it waits for us; realtime/fastforward: the
- * freshest after draining the socket) build the observation with
- * bp_obs_from_snapshot (obs.c), run bp_policy_forward, decode with
- * bp_action_decode (docs/observation.md: deterministic mean, clipped) and send
- * one CMD {tick = snapshot tick, repeat = R}.  Lost datagrams: after 100 ms
- * without a new snapshot the last CMD/RESET/HELLO is re-sent.
+ * freshest after draining the socket) build the policy input the weights were
+ * trained with (bp_input_from_snapshot, obs.c: the observation, and for layout 2
+ * also the command the bot sent last step, neutral at a match's start), run
+ * bp_policy_forward, decode with bp_action_decode (docs/observation.md:
+ * deterministic mean, clipped) and send one CMD {tick = snapshot tick, repeat = R}.
+ *
+ * --cpu-level L is the RESET's cpu_level: omitted = BP_CPU_KEEP (the server
+ * keeps its CPU setting: a server started without --cpu-level keeps slot 1 for
+ * a client); 0 = BP_CPU_NONE (the server drops its CPU, slot 1 waits for a
+ * client); 1..8 = the built-in CPU in slot 1 (refused by the server while a
+ * client holds slot 1).  Without --no-reset, when slot 1 is empty the RESET's
+ * match starts in phase WAITING: the bot takes it as its match and waits until
+ * it is PLAYING (a second client joins), however long that takes.
+ *
+ * Which match: the bot plays the newest match the server runs.  After its RESET
+ * the first snapshot of a new match id is its match, whatever the phase; a
+ * snapshot of an older match is stale and ignored; one of a newer match (the
+ * server moved on: another client's RESET, or a re-sent RESET of ours whose
+ * first answer was late) replaces the match being played, which is then
+ * abandoned without a result line.  cmd_seq runs on across matches.
+ *
+ * Lost datagrams: after 100 ms without a new snapshot the bot re-sends the one
+ * packet its state waits on, never one whose repetition changes anything:
+ *   - its RESET, only while no snapshot of the RESET's match has been seen (a
+ *     lost RESET, or a lost answer, is retried; once the match is seen the
+ *     RESET is never sent again: every RESET starts yet another match);
+ *   - its last CMD of the match, once it has sent one (the server treats a
+ *     repeat as a retransmission and answers with a snapshot);
+ *   - otherwise its HELLO (waiting for the match to start, or, with
+ *     --no-reset, for the next match): the server re-sends the WELCOME, which
+ *     shows it is alive.
+ * Any answer (SNAPSHOT, WELCOME) resets the 10 s silence timer.
  *
  * The weights say how the policy was trained (docs/bpw.md): R defaults to the
  * blob's action_repeat (4 for a version-1 blob); --repeat R overrides it, with
  * a warning on stderr when it differs.  A reload that changes the action
- * repeat takes effect from the next match.  The bot builds input layout
- * BP_INPUT_LAYOUT_OBS only (BP_OBS_DIM inputs, BP_ACT_DIM outputs) and refuses
- * any other layout or size.
+ * repeat takes effect from the next match.  The bot builds the input layouts
+ * obs.c knows (bp_input_dim: 1 = the BP_OBS_DIM-value observation, 2 = it plus
+ * the player's previous command and own state, BP_INPUT_SELF_DIM values) with
+ * BP_ACT_DIM outputs, and refuses any other layout or size.
  *
  * stdout: one line per finished match, `match <id> winner <w> ticks <t>`.
  * stderr, on every (re)load of the weights:
  *   weights <path>: bpw v<version>, input layout <L>, action repeat <R>, reward <name|unknown>
  * --trace FILE writes one line per step: `<match> <tick> <sx> <sy> <buttons>
- * <obs0> .. <obs30>` (%.9g floats) so a test can replay the observations
- * through the Python policy and compare the actions step by step.
- * Exit: 0 after K matches (sends BYE); 1 when the weights cannot be loaded at
- * start or the server refuses HELLO; 2 on a usage error, an unresolvable
- * server, or weights this bot cannot play (input layout / sizes); 3 when the
- * server is silent for 10 s.
+ * <in0> .. <inN-1>` (%.9g floats; the policy input of the weights' layout) so a
+ * test can replay the inputs through the Python policy and compare the actions
+ * step by step.
+ * Exit: 0 after K matches (sends BYE) or after --help; 1 when the weights
+ * cannot be loaded at start, or the server refuses HELLO or a RESET (ERROR,
+ * e.g. --cpu-level 1..8 while a client holds slot 1); 2 on a usage error, an
+ * unresolvable server, or weights this bot cannot play (input layout /
+ * sizes); 3 when the server is silent for 10 s.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <arpa/inet.h>
@@ -51,7 +82,7 @@
 #include "obs.h"
 #include "policy.h"
 
-#define RESEND_S 0.1  /* re-send the last packet after this long without progress */
+#define RESEND_S 0.1  /* re-send the awaited packet after this long without progress */
 #define SILENT_S 10.0 /* give up when the server has said nothing for this long */
 
 static volatile sig_atomic_t g_hup = 0;
@@ -73,12 +104,21 @@ typedef struct {
     unsigned long seed;
 } Args;
 
+/* one datagram as sent, kept for re-sending */
+typedef struct {
+    uint8_t buf[64];
+    size_t len;
+} Packet;
+
 typedef struct {
     Args a;
     BpPolicy *pol;
     FILE *trace;
     NetWelcome wel;
+    Packet hello;          /* our HELLO: re-sending it only re-sends the WELCOME */
+    Packet retry;          /* what a stall re-sends (see "Lost datagrams" above) */
     int repeat;            /* action repeat of the match being played */
+    BpCommand prev;        /* the command sent last step (policy input layout 2) */
     uint32_t match_id, cmd_seq;
     double last_rx, last_tx;
 } Bot;
@@ -87,34 +127,31 @@ typedef struct {
 
 static int g_sock = -1;
 static uint32_t g_seq = 0;
-static uint8_t g_last[64];
-static size_t g_last_len = 0;
 
-static void send_pkt(uint8_t type, uint32_t tick, const void *payload, size_t plen)
+static void send_packet(const Packet *p)
 {
-    uint8_t buf[64];
+    if (p->len && send(g_sock, p->buf, p->len, 0) < 0 && errno != ECONNREFUSED) {
+        perror("send");
+    }
+}
+
+/* build, send and return one datagram */
+static Packet send_pkt(uint8_t type, uint32_t tick, const void *payload, size_t plen)
+{
+    Packet p;
     NetHeader h = {BP_MAGIC, BP_PROTO_VERSION, type, g_seq++, tick};
-    memcpy(buf, &h, sizeof h);
-    memcpy(buf + sizeof h, payload, plen);
-    g_last_len = sizeof h + plen;
-    memcpy(g_last, buf, g_last_len);
-    if (send(g_sock, buf, g_last_len, 0) < 0 && errno != ECONNREFUSED) {
-        perror("send");
-    }
+    memcpy(p.buf, &h, sizeof h);
+    memcpy(p.buf + sizeof h, payload, plen);
+    p.len = sizeof h + plen;
+    send_packet(&p);
+    return p;
 }
 
-static void resend_last(void)
-{
-    if (g_last_len && send(g_sock, g_last, g_last_len, 0) < 0 && errno != ECONNREFUSED) {
-        perror("send");
-    }
-}
-
-/* re-send the last packet when nothing moved for RESEND_S */
+/* re-send b->retry when nothing moved for RESEND_S */
 static void resend_if_stalled(Bot *b, double t)
 {
     if (t - b->last_tx > RESEND_S) {
-        resend_last();
+        send_packet(&b->retry);
         b->last_tx = t;
     }
 }
@@ -140,6 +177,17 @@ static int is_type(const uint8_t *buf, size_t n, uint8_t type, size_t want)
     return h.magic == BP_MAGIC && h.version == BP_PROTO_VERSION && h.type == type;
 }
 
+/* the NetError of an ERROR datagram (text NUL-terminated): 1, or 0 if buf is none */
+static int as_error(const uint8_t *buf, size_t n, NetError *e)
+{
+    if (!is_type(buf, n, BP_PKT_ERROR, sizeof(NetHeader) + sizeof *e)) {
+        return 0;
+    }
+    memcpy(e, buf + sizeof(NetHeader), sizeof *e);
+    e->text[BP_ERROR_TEXT_LEN - 1] = 0;
+    return 1;
+}
+
 /* ------------------------------------------------------------ weights */
 
 /* action repeat for these weights: --repeat, else what they were trained with */
@@ -148,24 +196,26 @@ static int weights_repeat(const Args *a, const BpPolicy *p)
     return a->repeat_override ? a->repeat_override : bp_policy_action_repeat(p);
 }
 
-/* 0 when this bot can play p (an input layout it builds, matching sizes);
+/* 0 when this bot can play p (an input layout obs.c builds, matching sizes);
  * else prints why (naming the layout / dims, then `tail`) and returns -1 */
 static int playable(const char *path, const BpPolicy *p, const char *tail)
 {
-    int layout = bp_policy_input_layout(p);
-    if (layout != BP_INPUT_LAYOUT_OBS) {
+    int layout = bp_policy_input_layout(p), dim = bp_input_dim(layout);
+    if (dim == 0) {
         fprintf(stderr,
                 "bot: weights %s refused: input layout %d is not one this bot can build "
-                "(it builds input layout %d, the %d-value observation)%s\n",
-                path, layout, BP_INPUT_LAYOUT_OBS, BP_OBS_DIM, tail);
+                "(it builds input layouts %d and %d: the %d-value observation, and it plus "
+                "the player's own state, %d values)%s\n",
+                path, layout, BP_INPUT_LAYOUT_OBS, BP_INPUT_LAYOUT_SELF, BP_OBS_DIM,
+                BP_INPUT_SELF_DIM, tail);
         return -1;
     }
-    if (bp_policy_obs_dim(p) != BP_OBS_DIM || bp_policy_act_dim(p) != BP_ACT_DIM) {
+    if (bp_policy_obs_dim(p) != dim || bp_policy_act_dim(p) != BP_ACT_DIM) {
         fprintf(stderr,
                 "bot: weights %s refused: obs_dim %d / act_dim %d, but input layout %d has "
                 "%d inputs and the bot sends %d action values%s\n",
-                path, bp_policy_obs_dim(p), bp_policy_act_dim(p), layout, BP_OBS_DIM,
-                BP_ACT_DIM, tail);
+                path, bp_policy_obs_dim(p), bp_policy_act_dim(p), layout, dim, BP_ACT_DIM,
+                tail);
         return -1;
     }
     return 0;
@@ -228,54 +278,108 @@ static void reload(Bot *b, int mid_match)
 
 /* ------------------------------------------------------------ set-up */
 
+#define ARGS_HELP (-1) /* parse_args: --help was printed */
+
+static const char USAGE[] =
+    "usage: brawlpit_bot --server HOST:PORT --weights POLICY.bpw [--slot N]\n"
+    "       [--matches K] [--seed S] [--cpu-level L] [--repeat R] [--no-reset]\n"
+    "       [--trace FILE]\n";
+
 static int usage(void)
 {
-    fprintf(stderr, "usage: brawlpit_bot --server HOST:PORT --weights POLICY.bpw [--slot N]\n"
-                    "       [--matches K] [--seed S] [--cpu-level L] [--repeat R] [--no-reset]\n"
-                    "       [--trace FILE]\n");
+    fputs(USAGE, stderr);
     return 2;
 }
 
-/* 0, or usage() */
+static int help(void)
+{
+    fputs(USAGE, stdout);
+    fputs("Plays BRAWLPIT matches on a brawlpit_server with a .bpw policy, no Python.\n"
+          "  --server HOST:PORT  the server's UDP address (required)\n"
+          "  --weights FILE      the .bpw policy, any encoding; reloaded at every match\n"
+          "                      and on SIGHUP (required)\n"
+          "  --slot N            ask for slot 0 or 1 (default: the first free slot)\n"
+          "  --matches K         play K matches, then send BYE and exit (default 1)\n"
+          "  --seed S            seed of the first RESET; match k uses S + k (default 1)\n"
+          "  --cpu-level L       CPU of the RESET: 1..8 the built-in CPU in slot 1, 0 none\n"
+          "                      (slot 1 waits for a client); omitted: the server keeps\n"
+          "                      its setting\n"
+          "  --repeat R          ticks per command, 1..64 (default: the blob's action repeat)\n"
+          "  --no-reset          send no RESET: play the matches the server runs\n"
+          "  --trace FILE        one line per step: match, tick, action, observation\n"
+          "  -h, --help          print this help and exit\n",
+          stdout);
+    return ARGS_HELP;
+}
+
+/* v as a whole decimal integer in [lo, hi] into *out: 0, or -1 */
+static int parse_int(const char *v, long lo, long hi, int *out)
+{
+    char *end = NULL;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (end == v || *end || errno || x < lo || x > hi) {
+        return -1;
+    }
+    *out = (int)x;
+    return 0;
+}
+
+/* one option k with its value v: 0, or -1 when unknown or invalid */
+static int parse_option(Args *a, const char *k, const char *v, int *repeat)
+{
+    if (!strcmp(k, "--server")) {
+        a->server = v;
+    } else if (!strcmp(k, "--weights")) {
+        a->weights = v;
+    } else if (!strcmp(k, "--trace")) {
+        a->trace_path = v;
+    } else if (!strcmp(k, "--seed")) {
+        char *end = NULL;
+        a->seed = strtoul(v, &end, 10);
+        return (end == v || *end) ? -1 : 0;
+    } else if (!strcmp(k, "--slot")) {
+        int s;
+        if (parse_int(v, 0, BP_SLOT_ANY, &s) != 0 || (s > 1 && s != BP_SLOT_ANY)) {
+            return -1;
+        }
+        a->want_slot = s;
+    } else if (!strcmp(k, "--matches")) {
+        return parse_int(v, 1, 1000000000L, &a->matches);
+    } else if (!strcmp(k, "--cpu-level")) {
+        int l;
+        if (parse_int(v, 0, BP_CPU_KEEP, &l) != 0 || (l > BP_CPU_LEVEL_MAX && l != BP_CPU_KEEP)) {
+            return -1;
+        }
+        a->cpu_level = l;
+    } else if (!strcmp(k, "--repeat")) {
+        return parse_int(v, 1, BP_MAX_REPEAT, repeat);
+    } else {
+        return -1;
+    }
+    return 0;
+}
+
+/* 0, ARGS_HELP (after printing the help), or usage() */
 static int parse_args(int argc, char **argv, Args *a)
 {
     *a = (Args){NULL, NULL, NULL, BP_SLOT_ANY, 1, BP_CPU_KEEP, 1, 0, 1};
-    int repeat = 0, repeat_given = 0;
+    int repeat = 0;
     for (int i = 1; i < argc; i++) {
-        const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        const char *k = argv[i];
+        if (!strcmp(k, "-h") || !strcmp(k, "--help")) {
+            return help();
+        }
         if (!strcmp(k, "--no-reset")) {
             a->do_reset = 0;
             continue;
         }
-        if (!v) {
+        if (i + 1 >= argc || parse_option(a, k, argv[i + 1], &repeat) != 0) {
             return usage();
         }
         i++;
-        if (!strcmp(k, "--server")) {
-            a->server = v;
-        } else if (!strcmp(k, "--weights")) {
-            a->weights = v;
-        } else if (!strcmp(k, "--slot")) {
-            a->want_slot = atoi(v);
-        } else if (!strcmp(k, "--matches")) {
-            a->matches = atoi(v);
-        } else if (!strcmp(k, "--seed")) {
-            a->seed = strtoul(v, NULL, 10);
-        } else if (!strcmp(k, "--cpu-level")) {
-            a->cpu_level = atoi(v);
-        } else if (!strcmp(k, "--repeat")) {
-            repeat = atoi(v);
-            repeat_given = 1;
-        } else if (!strcmp(k, "--trace")) {
-            a->trace_path = v;
-        } else {
-            return usage();
-        }
     }
-    if (!a->server || !a->weights || a->matches < 1 ||
-        (repeat_given && (repeat < 1 || repeat > BP_MAX_REPEAT)) ||
-        (a->want_slot != BP_SLOT_ANY && (a->want_slot < 0 || a->want_slot > 1)) ||
-        a->cpu_level < 0 || a->cpu_level > 255) {
+    if (!a->server || !a->weights) {
         return usage();
     }
     a->repeat_override = repeat;
@@ -324,19 +428,17 @@ static int join(Bot *b)
 {
     uint8_t buf[512];
     NetHello hello = {(uint8_t)b->a.want_slot, {0, 0, 0}, (uint32_t)getpid()};
-    send_pkt(BP_PKT_HELLO, 0, &hello, sizeof hello);
+    b->retry = b->hello = send_pkt(BP_PKT_HELLO, 0, &hello, sizeof hello);
     b->last_rx = b->last_tx = now_s();
     for (;;) {
         size_t n = recv_pkt(buf, sizeof buf, 100);
+        NetError e;
         if (is_type(buf, n, BP_PKT_WELCOME, sizeof(NetHeader) + sizeof b->wel)) {
             memcpy(&b->wel, buf + sizeof(NetHeader), sizeof b->wel);
             if (b->wel.nonce == hello.nonce) {
                 break;
             }
-        } else if (is_type(buf, n, BP_PKT_ERROR, sizeof(NetHeader) + sizeof(NetError))) {
-            NetError e;
-            memcpy(&e, buf + sizeof(NetHeader), sizeof e);
-            e.text[BP_ERROR_TEXT_LEN - 1] = 0;
+        } else if (as_error(buf, n, &e)) {
             fprintf(stderr, "bot: server refused HELLO: %u %s\n", e.code, e.text);
             return 1;
         }
@@ -355,84 +457,158 @@ static int join(Bot *b)
 
 /* ------------------------------------------------------------ one match */
 
-/* the freshest SNAPSHOT among everything queued (waits up to 50 ms): 1 if any */
-static int recv_freshest(uint8_t snap[sizeof(SnapshotPacket)])
+enum { RX_SNAPSHOT = 1, RX_WELCOME = 2, RX_ERROR = 4 };
+
+/* Drain the socket (waiting up to 50 ms for the first datagram): the freshest
+ * SNAPSHOT into snap, an ERROR into *err.  Returns the RX_* bits of what came
+ * (RX_WELCOME: the answer to a HELLO probe, proof that the server is alive). */
+static int recv_all(uint8_t snap[sizeof(SnapshotPacket)], NetError *err)
 {
     uint8_t buf[512];
-    int have = 0;
+    int got = 0;
     size_t n = recv_pkt(buf, sizeof buf, 50);
     while (n) {
         if (is_type(buf, n, BP_PKT_SNAPSHOT, sizeof(SnapshotPacket))) {
             memcpy(snap, buf, sizeof(SnapshotPacket));
-            have = 1;
+            got |= RX_SNAPSHOT;
+        } else if (is_type(buf, n, BP_PKT_WELCOME, sizeof(NetHeader) + sizeof(NetWelcome))) {
+            got |= RX_WELCOME;
+        } else if (as_error(buf, n, err)) {
+            got |= RX_ERROR;
         }
         n = recv_pkt(buf, sizeof buf, 0);
     }
-    return have;
+    return got;
 }
 
 static void trace_step(Bot *b, uint32_t tick, float sx, float sy, uint32_t buttons,
-                       const float obs[BP_OBS_DIM])
+                       const float *in, int dim)
 {
     fprintf(b->trace, "%u %u %.9g %.9g %u", b->match_id, tick, (double)sx, (double)sy, buttons);
-    for (int i = 0; i < BP_OBS_DIM; i++) {
-        fprintf(b->trace, " %.9g", (double)obs[i]);
+    for (int i = 0; i < dim; i++) {
+        fprintf(b->trace, " %.9g", (double)in[i]);
     }
     fputc('\n', b->trace);
 }
 
-/* observation -> policy -> CMD for the snapshot of tick `tick`; 1 if sent, 0
- * if the snapshot was rejected */
+/* policy input -> policy -> CMD for the snapshot of tick `tick` (it becomes the
+ * packet a stall re-sends, and the previous command of the next input); 1 if
+ * sent, 0 if the snapshot was rejected */
 static int act(Bot *b, const uint8_t snap[sizeof(SnapshotPacket)], uint32_t tick, double t)
 {
-    float obs[BP_OBS_DIM], a[BP_ACT_DIM], sx, sy;
+    float in[BP_INPUT_MAX_DIM], a[BP_ACT_DIM], sx, sy;
     uint32_t buttons;
-    int orc = bp_obs_from_snapshot(snap, sizeof(SnapshotPacket), b->wel.slot, obs);
+    const int layout = bp_policy_input_layout(b->pol);
+    int orc = bp_input_from_snapshot(snap, sizeof(SnapshotPacket), b->wel.slot, layout, &b->prev, in);
     if (orc != BP_OBS_OK) {
         fprintf(stderr, "bot: snapshot rejected: %s\n", bp_obs_strerror(orc));
         return 0;
     }
-    bp_policy_forward(b->pol, obs, a);
+    bp_policy_forward(b->pol, in, a);
     bp_action_decode(a, &sx, &sy, &buttons);
+    b->prev = (BpCommand){sx, sy, buttons};
     UserCmd cmd = {b->wel.session, tick, ++b->cmd_seq, sx, sy, buttons, b->wel.slot,
                    (uint8_t)b->repeat, 0};
-    send_pkt(BP_PKT_CMD, tick, &cmd, sizeof cmd);
+    b->retry = send_pkt(BP_PKT_CMD, tick, &cmd, sizeof cmd);
     b->last_tx = t;
     if (b->trace) {
-        trace_step(b, tick, sx, sy, buttons, obs);
+        trace_step(b, tick, sx, sy, buttons, in, bp_input_dim(layout));
     }
     return 1;
 }
 
-/* Is this snapshot the match we are waiting for?  With RESET: the new match
- * id; without: any playing match (a new one after the first). */
-static int is_fresh_match(const Bot *b, const SnapshotPacket *sp, uint32_t old_match, int played)
-{
-    if (b->a.do_reset) {
-        return sp->match.match_id != old_match;
-    }
-    return sp->match.phase == BP_PHASE_PLAYING && (played == 0 || sp->match.match_id != old_match);
-}
-
-/* RESET(seed + played, cpu_level) */
+/* RESET(seed + played, cpu_level); re-sent on a stall until its match is seen */
 static void send_reset(Bot *b, int played)
 {
     NetReset rs = {b->wel.session, (uint32_t)(b->a.seed + (unsigned long)played),
                    (uint8_t)b->a.cpu_level, {0, 0, 0}};
-    send_pkt(BP_PKT_RESET, 0, &rs, sizeof rs);
+    b->retry = send_pkt(BP_PKT_RESET, 0, &rs, sizeof rs);
     b->last_tx = now_s();
 }
 
-/* Play one match from RESET (or the next match) to its end.  Returns 0 when
- * it ended, or 3 when the server went silent; g_stop ends it early (0). */
-static int play_match(Bot *b, int played)
+/* progress through one match */
+typedef struct {
+    int played;         /* matches finished before this one */
+    uint32_t old_match; /* the match the server ran before */
+    int started;        /* b->match_id is this match (a snapshot of it was seen) */
+    uint32_t next_tick; /* first tick not yet covered by our commands */
+} Match;
+
+/* match id a is newer than b (ids are serial numbers; they may wrap) */
+static int newer(uint32_t a, uint32_t b) { return (int32_t)(a - b) > 0; }
+
+/* Is this snapshot the match we are waiting for?  With RESET: a new match id,
+ * in any phase (WAITING while slot 1 is empty); without: any playing match (a
+ * new one after the first). */
+static int is_fresh_match(const Bot *b, const SnapshotPacket *sp, const Match *m)
 {
     if (b->a.do_reset) {
-        send_reset(b, played);
+        return sp->match.match_id != m->old_match;
     }
-    const uint32_t old_match = b->match_id;
-    int started = 0;
-    uint32_t next_tick = 0; /* first tick not yet covered by our commands */
+    return sp->match.phase == BP_PHASE_PLAYING &&
+           (m->played == 0 || sp->match.match_id != m->old_match);
+}
+
+/* take match `id` as ours, from its start.  From now on a stall re-sends the
+ * HELLO probe (until our first CMD), never the RESET: each one starts yet
+ * another match. */
+static void begin_match(Bot *b, Match *m, uint32_t id)
+{
+    if (m->started) {
+        fprintf(stderr, "bot: match %u replaced by match %u; playing that one\n", b->match_id, id);
+    }
+    m->started = 1;
+    m->next_tick = 0;
+    b->match_id = id;
+    b->prev = (BpCommand){0.0f, 0.0f, 0}; /* a match starts from the neutral command */
+    b->retry = b->hello;
+}
+
+/* One SNAPSHOT of the match being waited for or played: 1 when it reports the
+ * end of our match (the result line is printed), else 0. */
+static int on_snapshot(Bot *b, Match *m, const uint8_t snap[sizeof(SnapshotPacket)], double t)
+{
+    SnapshotPacket sp;
+    memcpy(&sp, snap, sizeof sp);
+    if (!m->started ? is_fresh_match(b, &sp, m) : newer(sp.match.match_id, b->match_id)) {
+        begin_match(b, m, sp.match.match_id);
+    }
+    if (!m->started) {
+        resend_if_stalled(b, t); /* our RESET may be lost: re-send it */
+        return 0;
+    }
+    if (sp.match.match_id != b->match_id) {
+        return 0; /* stale packet of an older match */
+    }
+    if (sp.match.phase == BP_PHASE_OVER) {
+        printf("match %u winner %u ticks %u\n", b->match_id, sp.match.winner, sp.hdr.tick);
+        fflush(stdout);
+        return 1;
+    }
+    if (sp.match.phase != BP_PHASE_PLAYING) {
+        resend_if_stalled(b, t); /* WAITING for a player: probe, never RESET */
+        return 0;
+    }
+    if (sp.hdr.tick < m->next_tick && b->wel.mode == BP_MODE_LOCKSTEP) {
+        return 0; /* a duplicate answer to a re-sent CMD: state not advanced yet */
+    }
+    if (act(b, snap, sp.hdr.tick, t)) {
+        m->next_tick = sp.hdr.tick + (uint32_t)b->repeat;
+    }
+    return 0;
+}
+
+/* Play one match from RESET (or the next match) to its end.  Returns 0 when
+ * it ended, 1 when the server refused the RESET, 3 when the server went
+ * silent; g_stop ends it early (0). */
+static int play_match(Bot *b, int played)
+{
+    Match m = {played, b->match_id, 0, 0};
+    if (b->a.do_reset) {
+        send_reset(b, played);
+    } else {
+        b->retry = b->hello; /* probe until the next match runs */
+    }
     b->last_rx = now_s();
     while (!g_stop) {
         if (g_hup) {
@@ -440,47 +616,27 @@ static int play_match(Bot *b, int played)
             reload(b, 1);
         }
         uint8_t snap[sizeof(SnapshotPacket)];
-        int have = recv_freshest(snap);
+        NetError err;
+        int rx = recv_all(snap, &err);
         double t = now_s();
-        if (!have) {
-            if (t - b->last_rx > SILENT_S) {
-                fprintf(stderr, "bot: server silent for 10 s\n");
-                g_stop = 1;
-                return 3;
+        if (rx) {
+            b->last_rx = t;
+        }
+        if ((rx & RX_ERROR) && b->a.do_reset && !m.started) {
+            fprintf(stderr, "bot: server refused RESET: %u %s\n", err.code, err.text);
+            g_stop = 1;
+            return 1;
+        }
+        if (rx & RX_SNAPSHOT) {
+            if (on_snapshot(b, &m, snap, t)) {
+                return 0;
             }
+        } else if (t - b->last_rx > SILENT_S) {
+            fprintf(stderr, "bot: server silent for 10 s\n");
+            g_stop = 1;
+            return 3;
+        } else {
             resend_if_stalled(b, t);
-            continue;
-        }
-        b->last_rx = t;
-        SnapshotPacket sp;
-        memcpy(&sp, snap, sizeof sp);
-        if (!started) {
-            if (!is_fresh_match(b, &sp, old_match, played)) {
-                resend_if_stalled(b, t);
-                continue;
-            }
-            started = 1;
-            b->match_id = sp.match.match_id;
-            next_tick = 0;
-            b->cmd_seq = 0;
-        }
-        if (sp.match.match_id != b->match_id) {
-            continue; /* stale packet of an older match */
-        }
-        if (sp.match.phase == BP_PHASE_OVER) {
-            printf("match %u winner %u ticks %u\n", b->match_id, sp.match.winner, sp.hdr.tick);
-            fflush(stdout);
-            return 0;
-        }
-        if (sp.match.phase != BP_PHASE_PLAYING) {
-            resend_if_stalled(b, t);
-            continue;
-        }
-        if (sp.hdr.tick < next_tick && b->wel.mode == BP_MODE_LOCKSTEP) {
-            continue; /* a duplicate answer to a re-sent CMD: state not advanced yet */
-        }
-        if (act(b, snap, sp.hdr.tick, t)) {
-            next_tick = sp.hdr.tick + (uint32_t)b->repeat;
         }
     }
     return 0;
@@ -494,7 +650,7 @@ int main(int argc, char **argv)
     memset(&b, 0, sizeof b);
     int rc = parse_args(argc, argv, &b.a);
     if (rc != 0) {
-        return rc;
+        return rc == ARGS_HELP ? 0 : rc;
     }
     if ((rc = connect_server(b.a.server)) != 0) {
         return rc;

@@ -1,5 +1,6 @@
 /*
- * obs.c — the 31-dim observation (docs/observation.md), twin of the Python builder.
+ * obs.c — the 31-dim observation and the policy input layouts (docs/observation.md),
+ * twin of the Python builder (brawlkit/env/observation.py).
  *
  * Same arithmetic, same order as the Python builder (docs/observation.md):
  * fields widened to double, +,-,*,/,sqrt and comparisons only,
@@ -111,6 +112,64 @@ void bp_obs_build(const NetPlayer *s, const NetPlayer *o, uint32_t ticks_left,
     out[30] = (float)clip((D(s->stocks) - D(o->stocks)) / D(BP_STOCKS), -1.0, 1.0);
 }
 
+/* ---------------------------------------------------------------- policy input layouts */
+_Static_assert(BP_INPUT_PREV_OFFSET == BP_OBS_DIM, "layout 2 starts with the observation");
+_Static_assert(BP_INPUT_FLAGS_OFFSET == BP_INPUT_PREV_OFFSET + BP_ACT_DIM, "prev command: 6");
+_Static_assert(BP_INPUT_JUMP_OFFSET == BP_INPUT_FLAGS_OFFSET + 6, "six flag bits");
+_Static_assert(BP_INPUT_HITSTUN_OFFSET == BP_INPUT_JUMP_OFFSET + 1, "jump: 1");
+_Static_assert(BP_INPUT_SELF_STATE_OFFSET == BP_INPUT_HITSTUN_OFFSET + 1, "hitstun: 1");
+_Static_assert(BP_INPUT_OTHER_STATE_OFFSET == BP_INPUT_SELF_STATE_OFFSET + BP_AS_COUNT,
+               "own action state one-hot");
+_Static_assert(BP_INPUT_SELF_DIM == BP_INPUT_OTHER_STATE_OFFSET + BP_AS_COUNT,
+               "other's action state one-hot ends layout 2");
+_Static_assert(BP_INPUT_MAX_DIM >= BP_INPUT_SELF_DIM && BP_INPUT_MAX_DIM >= BP_OBS_DIM,
+               "BP_INPUT_MAX_DIM holds every layout");
+
+int bp_input_dim(int layout)
+{
+    switch (layout) {
+    case BP_INPUT_LAYOUT_OBS: return BP_OBS_DIM;
+    case BP_INPUT_LAYOUT_SELF: return BP_INPUT_SELF_DIM;
+    default: return 0;
+    }
+}
+
+/* action_state one-hot; a value outside 0..BP_AS_COUNT-1 (never sent by the server)
+ * gives all zeros, in both languages */
+static void state_one_hot(uint8_t state, float out[BP_AS_COUNT])
+{
+    for (int k = 0; k < BP_AS_COUNT; k++)
+        out[k] = k == (int)state ? 1.0f : 0.0f;
+}
+
+static void self_block(const NetPlayer *s, const NetPlayer *o, const BpCommand *prev, float *out)
+{
+    static const uint32_t buttons[4] = {BP_BTN_JUMP, BP_BTN_ATTACK, BP_BTN_SPECIAL, BP_BTN_SHIELD};
+    static const uint8_t flags[6] = {BP_PLAYER_FLAG_ON_GROUND, BP_PLAYER_FLAG_SHIELDING,
+                                     BP_PLAYER_FLAG_HITSTUN, BP_PLAYER_FLAG_ATTACKING,
+                                     BP_PLAYER_FLAG_INVULNERABLE, BP_PLAYER_FLAG_OFFSTAGE};
+    float *pv = out + BP_INPUT_PREV_OFFSET;
+    pv[0] = (float)clip(D(prev->stick_x), -1.0, 1.0);
+    pv[1] = (float)clip(D(prev->stick_y), -1.0, 1.0);
+    for (int k = 0; k < 4; k++)
+        pv[2 + k] = (prev->buttons & buttons[k]) ? 1.0f : -1.0f;
+    for (int k = 0; k < 6; k++)
+        out[BP_INPUT_FLAGS_OFFSET + k] = (s->flags & flags[k]) ? 1.0f : 0.0f;
+    out[BP_INPUT_JUMP_OFFSET] = (float)clip(D(s->jumps_left), 0.0, 1.0);
+    out[BP_INPUT_HITSTUN_OFFSET] =
+        (float)clip(D(s->hitstun_ticks) / D(BP_INPUT_HITSTUN_SCALE), 0.0, 1.0);
+    state_one_hot(s->action_state, out + BP_INPUT_SELF_STATE_OFFSET);
+    state_one_hot(o->action_state, out + BP_INPUT_OTHER_STATE_OFFSET);
+}
+
+void bp_input_build(const NetPlayer *s, const NetPlayer *o, uint32_t ticks_left, int layout,
+                    const BpCommand *prev, float *out)
+{
+    bp_obs_build(s, o, ticks_left, out);
+    if (layout == BP_INPUT_LAYOUT_SELF)
+        self_block(s, o, prev, out);
+}
+
 static int player_finite(const NetPlayer *p)
 {
     return isfinite(p->x) && isfinite(p->y) && isfinite(p->vx) && isfinite(p->vy) &&
@@ -119,9 +178,23 @@ static int player_finite(const NetPlayer *p)
 
 int bp_obs_from_snapshot(const uint8_t *pkt, size_t len, int slot, float out[BP_OBS_DIM])
 {
+    return bp_input_from_snapshot(pkt, len, slot, BP_INPUT_LAYOUT_OBS, NULL, out);
+}
+
+int bp_input_from_snapshot(const uint8_t *pkt, size_t len, int slot, int layout,
+                           const BpCommand *prev, float *out)
+{
     SnapshotPacket snap;
     if (!pkt || !out)
         return BP_OBS_ERR_NULL;
+    if (bp_input_dim(layout) == 0)
+        return BP_OBS_ERR_LAYOUT;
+    if (layout == BP_INPUT_LAYOUT_SELF) {
+        if (!prev)
+            return BP_OBS_ERR_NULL;
+        if (!isfinite(prev->stick_x) || !isfinite(prev->stick_y))
+            return BP_OBS_ERR_NONFINITE;
+    }
     if (len != sizeof(SnapshotPacket))
         return BP_OBS_ERR_LENGTH;
     memcpy(&snap, pkt, sizeof snap);
@@ -138,7 +211,7 @@ int bp_obs_from_snapshot(const uint8_t *pkt, size_t len, int slot, float out[BP_
     memcpy(&other, &snap.players[1 - slot], sizeof other);
     if (!player_finite(&self) || !player_finite(&other))
         return BP_OBS_ERR_NONFINITE;
-    bp_obs_build(&self, &other, snap.match.ticks_left, out);
+    bp_input_build(&self, &other, snap.match.ticks_left, layout, prev, out);
     return BP_OBS_OK;
 }
 
@@ -153,6 +226,7 @@ const char *bp_obs_strerror(int err)
     case BP_OBS_ERR_TYPE: return "not a SNAPSHOT packet";
     case BP_OBS_ERR_SLOT: return "slot must be 0 or 1";
     case BP_OBS_ERR_NONFINITE: return "non-finite float field";
+    case BP_OBS_ERR_LAYOUT: return "unknown policy input layout";
     default: return "unknown error";
     }
 }
