@@ -8,42 +8,18 @@ the same double).  Compile with ``-ffp-contract=off`` (no FMA) and without
 
 from __future__ import annotations
 
-import math
 import re
 
 from brawlkit.parena.check import CheckedFn, CheckedModule, LabelRef
+from brawlkit.parena.emit_expr import Dialect
 from brawlkit.parena.runtime import C_RUNTIME
-from brawlkit.parena.syntax import Binary, BoolLit, Call, Name, Node, Num, Unary, walk
+from brawlkit.parena.syntax import Binary, Name, Node, walk
 
-_CALLS = {"abs": "fabs", "sign": "prn_sign", "min": "prn_min", "max": "prn_max",
-          "clip": "prn_clip"}
-_OPS = {"and": "&&", "or": "||"}
-
-
-def num_literal(v: float) -> str:
-    if math.isnan(v):
-        return "NAN"
-    if math.isinf(v):
-        return "HUGE_VAL" if v > 0 else "(-HUGE_VAL)"
-    text = repr(float(v))
-    return f"({text})" if text.startswith("-") else text
-
-
-def expr(n: Node) -> str:
-    if isinstance(n, Num):
-        return num_literal(n.value)
-    if isinstance(n, BoolLit):
-        return "1" if n.value else "0"
-    if isinstance(n, Name):
-        return n.id
-    if isinstance(n, Unary):
-        return f"(-{expr(n.operand)})" if n.op == "-" else f"(!{expr(n.operand)})"
-    if isinstance(n, Binary):
-        return f"({expr(n.left)} {_OPS.get(n.op, n.op)} {expr(n.right)})"
-    if isinstance(n, Call):
-        name = _CALLS.get(n.func, f"prn_{n.func}")
-        return f"{name}({', '.join(expr(a) for a in n.args)})"
-    raise TypeError(f"cannot emit {n!r}")  # pragma: no cover
+C = Dialect(nan="NAN", inf="HUGE_VAL", true="1", false="0", not_op="!",
+            calls={"abs": "fabs", "sign": "prn_sign", "min": "prn_min", "max": "prn_max",
+                   "clip": "prn_clip"},
+            call_prefix="prn_", ops={"and": "&&", "or": "||"})
+expr = C.expr
 
 
 def label_const(set_name: str, label: str) -> str:

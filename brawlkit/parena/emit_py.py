@@ -2,40 +2,14 @@
 
 from __future__ import annotations
 
-import math
-
 from brawlkit.parena.check import CheckedFn, CheckedModule, LabelRef
+from brawlkit.parena.emit_expr import Dialect
 from brawlkit.parena.runtime import PY_RUNTIME
-from brawlkit.parena.syntax import Binary, BoolLit, Call, Name, Node, Num, Unary
 
-_CALLS = {"abs": "_abs", "sign": "_sign", "min": "_min", "max": "_max", "clip": "_clip"}
-
-
-def num_literal(v: float) -> str:
-    if math.isnan(v):
-        return "_nan"
-    if math.isinf(v):
-        return "_inf" if v > 0 else "(-_inf)"
-    text = repr(float(v))
-    return f"({text})" if text.startswith("-") else text
-
-
-def expr(n: Node) -> str:
-    if isinstance(n, Num):
-        return num_literal(n.value)
-    if isinstance(n, BoolLit):
-        return "True" if n.value else "False"
-    if isinstance(n, Name):
-        return n.id
-    if isinstance(n, Unary):
-        return f"(-{expr(n.operand)})" if n.op == "-" else f"(not {expr(n.operand)})"
-    if isinstance(n, Binary):
-        if n.op == "/" and not (isinstance(n.right, Num) and n.right.value != 0.0):
-            return f"_div({expr(n.left)}, {expr(n.right)})"
-        return f"({expr(n.left)} {n.op} {expr(n.right)})"
-    if isinstance(n, Call):
-        return f"{_CALLS.get(n.func, n.func)}({', '.join(expr(a) for a in n.args)})"
-    raise TypeError(f"cannot emit {n!r}")  # pragma: no cover
+PY = Dialect(nan="_nan", inf="_inf", true="True", false="False", not_op="not ",
+             calls={"abs": "_abs", "sign": "_sign", "min": "_min", "max": "_max", "clip": "_clip"},
+             safe_div="_div")
+expr = PY.expr
 
 
 def function(fn: CheckedFn) -> list[str]:
