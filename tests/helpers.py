@@ -77,7 +77,8 @@ class RawClient:
     """A bare UDP client speaking the wire protocol through brawlkit.wire.protocol's
     packers and parsers (server tests that need packets the env would never send)."""
 
-    def __init__(self, address: tuple[str, int], want_slot: int = 255, nonce: int = 99) -> None:
+    def __init__(self, address: tuple[str, int], want_slot: int = 255, nonce: int = 99,
+                 **hello: Any) -> None:
         import socket
 
         from brawlkit.wire import protocol as P
@@ -87,10 +88,12 @@ class RawClient:
         self.s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.s.settimeout(2.0)
         self.addr = address
-        self.send(P.pack_hello(0, want_slot, nonce))
+        self.send(P.pack_hello(0, want_slot, nonce, **hello))
         w = P.parse_payload(self.recv_type(C.BP_PKT_WELCOME), P.NetWelcome)
         assert w.nonce == nonce and w.tick_hz == C.BP_TICK_HZ and w.match_ticks == C.BP_MATCH_TICKS
         self.session, self.slot, self.match_id = w.session, w.slot, w.match_id
+        self.arena_id = w.arena_id
+        self.reset_nonce = 1000
 
     def send(self, data: bytes) -> None:
         self.s.sendto(data, self.addr)
@@ -109,5 +112,58 @@ class RawClient:
         self.send(self.P.pack_cmd(seq, self.session if session is None else session, tick, seq,
                                   sx, sy, b, self.slot if slot is None else slot, rep))
 
-    def reset(self, seed: int, cpu_level: int = 255) -> None:
-        self.send(self.P.pack_reset(0, self.session, seed, cpu_level))
+    def reset(self, seed: int, cpu_level: int = 255, nonce: int | None = None) -> None:
+        """RESET with a fresh nonce (or ``nonce``: the same one again is a retry)."""
+        if nonce is None:
+            self.reset_nonce += 1
+            nonce = self.reset_nonce
+        self.send(self.P.pack_reset(0, self.session, seed, cpu_level, nonce))
+
+    def close(self) -> None:
+        self.s.close()
+
+
+class LossyProxy:
+    """A UDP relay between one client and a server that drops the datagrams a
+    predicate picks (``drop(datagram) -> bool``, client-to-server direction): a
+    lost packet on demand, for retry tests."""
+
+    def __init__(self, server: tuple[str, int], drop: Any) -> None:
+        import socket
+        import threading
+
+        self.server, self.drop, self.dropped = server, drop, 0
+        self.front = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.front.bind(("127.0.0.1", 0))
+        self.back = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.back.connect(server)
+        self.address = self.front.getsockname()
+        self.client: tuple[str, int] | None = None
+        self._stop = False
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        import select
+
+        while not self._stop:
+            ready, _, _ = select.select([self.front, self.back], [], [], 0.05)
+            for sock in ready:
+                try:
+                    data, addr = sock.recvfrom(2048)
+                except OSError:
+                    continue
+                if sock is self.front:
+                    self.client = addr
+                    if self.drop(data):
+                        self.dropped += 1
+                        continue
+                    self.back.send(data)
+                elif self.client is not None:
+                    self.front.sendto(data, self.client)
+
+    def close(self) -> None:
+        self._stop = True
+        self._thread.join(timeout=2)
+        self.front.close()
+        self.back.close()

@@ -128,15 +128,16 @@ def test_constants_come_from_the_header(tmp_path: Path) -> None:
 
 def test_struct_formats_are_derived_from_the_mirrors() -> None:
     assert P.struct_format(P.NetHeader) == "HBBII"
-    assert P.struct_format(P.NetHello) == "BBBBI"
+    assert P.struct_format(P.NetHello) == "BBBBIIIf"
     assert P.struct_format(P.NetError).endswith(f"{C.BP_ERROR_TEXT_LEN}s")
     assert struct.calcsize("<" + P.struct_format(P.SnapshotPacket)) == P.SNAPSHOT_SIZE
 
 
 def test_every_packer_makes_a_valid_datagram() -> None:
     pkts = {
-        C.BP_PKT_HELLO: P.pack_hello(1, C.BP_SLOT_ANY, 0xABCD),
-        C.BP_PKT_RESET: P.pack_reset(2, 77, 2**32 + 5, C.BP_CPU_KEEP),
+        C.BP_PKT_HELLO: P.pack_hello(1, C.BP_SLOT_ANY, 0xABCD, arena_op=C.BP_ARENA_JOIN,
+                                     arena_id=9, speed=2.5),
+        C.BP_PKT_RESET: P.pack_reset(2, 77, 2**32 + 5, C.BP_CPU_KEEP, 0xFFFF),
         C.BP_PKT_BYE: P.pack_bye(3, 77),
         C.BP_PKT_CMD: P.pack_cmd(4, 77, 10, 1, 0.5, 0.0, 3, 0, 4),
         C.BP_PKT_SNAPSHOT: P.pack_snapshot([P.PlayerState(*[0] * 13)] * 2, ticks_left=5),
@@ -144,8 +145,10 @@ def test_every_packer_makes_a_valid_datagram() -> None:
     for ptype, data in pkts.items():
         assert P.validate_datagram(data).type == ptype and len(data) == P.PACKET_SIZES[ptype]
     hello = P.parse_payload(pkts[C.BP_PKT_HELLO], P.NetHello)
-    assert (hello.want_slot, hello.nonce) == (C.BP_SLOT_ANY, 0xABCD)
+    assert (hello.want_slot, hello.nonce, hello.arena_op, hello.arena_id, hello.speed) == (
+        C.BP_SLOT_ANY, 0xABCD, C.BP_ARENA_JOIN, 9, 2.5)
+    assert (hello.mode, hello.cpu_level) == (C.BP_MODE_DEFAULT, C.BP_CPU_KEEP)
     reset = P.parse_payload(pkts[C.BP_PKT_RESET], P.NetReset)
-    assert (reset.session, reset.seed, reset.cpu_level) == (77, 5, C.BP_CPU_KEEP)
+    assert (reset.session, reset.seed, reset.nonce, reset.cpu_level) == (77, 5, 0xFFFF, C.BP_CPU_KEEP)
     assert P.parse_snapshot(pkts[C.BP_PKT_SNAPSHOT]).ticks_left == 5
     assert P.snapshot_or_none(pkts[C.BP_PKT_CMD]) is None

@@ -206,16 +206,17 @@ def test_reset_changes_match_and_cpu(server_factory):
     assert (d.tick, d.match_id, d.phase, d.ticks_left) == (0, 2, C.BP_PHASE_PLAYING, C.BP_MATCH_TICKS)
     c.reset(56, C.BP_CPU_NONE)  # no CPU: waiting for a second client
     assert c.snapshot().phase == C.BP_PHASE_WAITING
-    c2 = RawClient(srv.address)
-    assert c2.slot == 1
+    c2 = RawClient(srv.address, want_slot=1, arena_op=C.BP_ARENA_JOIN, arena_id=c.arena_id)
+    assert c2.slot == 1 and c2.arena_id == c.arena_id
     d = c.snapshot()
     assert d.phase == C.BP_PHASE_PLAYING and d.n_players == 2
     c.reset(57, 200)  # bad cpu level -> ERROR
     assert P.parse_payload(c.recv_type(C.BP_PKT_ERROR), P.NetError).code == C.BP_ERR_BAD_REQUEST
-    # a full server refuses a third client
+    # a full arena refuses a third client
     s3 = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     s3.settimeout(2)
-    s3.sendto(P.pack_hello(0, C.BP_SLOT_ANY, 1), srv.address)
+    s3.sendto(P.pack_hello(0, C.BP_SLOT_ANY, 1, arena_op=C.BP_ARENA_JOIN, arena_id=c.arena_id),
+              srv.address)
     e, _ = s3.recvfrom(2048)
     assert P.validate_datagram(e).type == C.BP_PKT_ERROR
     assert P.parse_payload(e, P.NetError).code == C.BP_ERR_FULL
@@ -254,7 +255,7 @@ def _hostile(rng: random.Random, i: int, session: int) -> tuple[bytes, bool]:
         return hdr[:2] + bytes([9]) + hdr[3:] + bytes(28), False
     if k == 6:  # a server-to-client type sent to the server
         return bytes(P.make_header(C.BP_PKT_SNAPSHOT, 0)) + bytes(80), False
-    return P.pack_reset(0, rng.getrandbits(32), 1, 3), False  # RESET from a stranger
+    return P.pack_reset(0, rng.getrandbits(32), 1, 3, i), False  # RESET from a stranger
 
 
 def test_flood_of_hostile_datagrams_is_counted_by_reason_while_a_client_plays(server_factory):

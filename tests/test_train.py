@@ -20,7 +20,7 @@ from brawlkit.training.config import TrainConfig, config_fields, config_from_arg
 #: a non-default value for every TrainConfig field: tiny, and each one different from
 #: its default, so a test run proves the flag reaches the run and its metadata
 NON_DEFAULT = {
-    "role": "main_exploiter", "generations": 1, "steps_per_generation": 192, "n_envs": 1,
+    "role": "main_exploiter", "generations": 1, "steps_per_generation": 192, "n_envs": 1, "servers": 1,
     "seed": 3, "vec": "subproc", "action_repeat": 3, "input_layout": 1, "reward": "outcome:win=2",
     "max_episode_steps": 50, "learning_rate": 1e-4, "n_steps": 64, "batch_size": 32,
     "n_epochs": 1, "gamma": 0.98, "gae_lambda": 0.9, "clip_range": 0.3, "ent_coef": 0.01,

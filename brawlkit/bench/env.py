@@ -8,7 +8,11 @@ Measured side by side in one run, with the same random actions:
   blocks (what it does when every core is busy).
 * ``udp_fastforward``: the same against a free-running server (``--speed``).
 * ``inprocess``: the same simulation through ``libbrawlpit.so`` (ctypes), the
-  same snapshot bytes and the same Python observation builder — no sockets.
+  same snapshot bytes and the same Python policy-input builder — no sockets.
+* ``udp_arenas8``: 8 lockstep envs that are arenas of ONE server process, stepped
+  like the vec env (all 8 commands out, then all 8 snapshots), against
+  ``inprocess8``: 8 in-process matches stepped by the same Python loop; the
+  headline of the arena server is ``ratio_udp_arenas8_vs_inprocess`` (>= 0.7).
 
 The headline is ``ratio_udp_lockstep_vs_inprocess`` (>= 0.5 means the UDP path
 costs no more than the simulation and observation themselves).  Absolute
@@ -32,10 +36,10 @@ import numpy as np
 
 from brawlkit.env import BrawlpitEnv
 from brawlkit.env.actions import ACT_DIM, decode_action
-from brawlkit.env.observation import build_observation
+from brawlkit.env.observation import INPUT_LAYOUT, build_input
 from brawlkit.env.sim import InProcessMatch
 from brawlkit.wire.protocol import parse_snapshot
-from brawlkit.wire.server import spin_rule
+from brawlkit.wire.server import ServerGroup, spin_rule
 
 
 def _actions(n: int, seed: int) -> np.ndarray:
@@ -103,7 +107,7 @@ def bench_parts(n: int = 5000, seed: int = 0) -> dict[str, float]:
         snap = parse_snapshot(raw)
         t0 = time.perf_counter()
         for _ in range(n):
-            build_observation(snap, 0)
+            build_input(snap, 0, INPUT_LAYOUT)
         obs_us = (time.perf_counter() - t0) / n * 1e6
     finally:
         env.close()
@@ -111,20 +115,58 @@ def bench_parts(n: int = 5000, seed: int = 0) -> dict[str, float]:
             "observation_us": round(obs_us, 2)}
 
 
+#: envs on one server for the arena measurement
+ARENAS = 8
+
+
 def bench_inprocess(steps: int, seed: int, repeat: int = 4) -> float:
+    """The reference: the same simulation in-process, the same snapshot bytes parsed, the
+    same policy input built (the env's default layout, with the previous command)."""
+    return bench_inprocess_many(1, steps, seed, repeat)
+
+
+def bench_inprocess_many(n: int, steps: int, seed: int, repeat: int = 4) -> float:
+    """Env-steps/s of ``n`` in-process matches stepped round-robin by one Python loop."""
     acts = _actions(steps, seed)
-    m = InProcessMatch(cpu_level=3, seed=seed)
+    ms = [InProcessMatch(cpu_level=3, seed=seed + i) for i in range(n)]
     try:
         t0 = time.perf_counter()
-        for a in acts:
-            sx, sy, b = decode_action(a)
-            snap = parse_snapshot(m.step(sx, sy, b, repeat))
-            build_observation(snap, 0)
-            if m.over:
-                m.reset(seed)
-        return steps / (time.perf_counter() - t0)
+        for k in range(0, steps, n):
+            for i, m in enumerate(ms):
+                cmd = decode_action(acts[(k + i) % steps])
+                snap = parse_snapshot(m.step(*cmd, repeat))
+                build_input(snap, 0, INPUT_LAYOUT, cmd)
+                if m.over:
+                    m.reset(seed + i)
+        return (len(range(0, steps, n)) * n) / (time.perf_counter() - t0)
     finally:
-        m.close()
+        for m in ms:
+            m.close()
+
+
+def bench_arenas(n: int, steps: int, seed: int) -> float:
+    """Env-steps/s of ``n`` lockstep envs that are arenas of ONE server process, stepped as
+    the vec env steps them: all ``n`` commands sent before any snapshot is read."""
+    acts = _actions(steps, seed)
+    group = ServerGroup(n, servers=1)
+    envs = [BrawlpitEnv(opponent="cpu:3", seed=seed + i, server=group.server_for(i))
+            for i in range(n)]
+    try:
+        for i, e in enumerate(envs):
+            e.reset(seed=seed + i)
+        rounds = range(0, steps, n)
+        t0 = time.perf_counter()
+        for k in rounds:
+            for i, e in enumerate(envs):
+                e.step_send(acts[(k + i) % steps])
+            for i, e in enumerate(envs):
+                if e.step_recv()[2]:
+                    e.reset(seed=seed + i)
+        return (len(rounds) * n) / (time.perf_counter() - t0)
+    finally:
+        for e in envs:
+            e.close()
+        group.close()
 
 
 def run(steps: int = 5000, seed: int = 0, profile: bool = False,
@@ -137,7 +179,15 @@ def run(steps: int = 5000, seed: int = 0, profile: bool = False,
     if profile:
         _, prof_text = bench_udp("lockstep", min(steps, 3000), seed, profile=True, spin_us=spin)
     parts = bench_parts(min(steps, 5000), seed)
+    arenas8 = bench_arenas(ARENAS, steps, seed)
+    inproc8 = bench_inprocess_many(ARENAS, steps, seed)
     return {
+        "arenas": ARENAS,
+        "udp_arenas8_steps_per_s": round(arenas8, 1),
+        "inprocess8_steps_per_s": round(inproc8, 1),
+        "udp_arenas8_us_per_env_step": round(1e6 / arenas8, 1),
+        "inprocess8_us_per_env_step": round(1e6 / inproc8, 1),
+        "ratio_udp_arenas8_vs_inprocess": round(arenas8 / inproc8, 3),
         "steps": steps,
         "fastforward_speed": ff_speed,
         "udp_lockstep_steps_per_s": round(lock, 1),
@@ -179,6 +229,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"ratio udp_lockstep / inprocess = {res['ratio_udp_lockstep_vs_inprocess']:.3f} "
           f"(target >= 0.5; server --spin-us {res['server_spin_us']}, as training sets it "
           f"when a core is spare); without spin {res['ratio_udp_lockstep_nospin_vs_inprocess']:.3f}")
+    print(f"8 envs as arenas of one server: {res['udp_arenas8_us_per_env_step']:.1f} us per env "
+          f"step vs 8 in-process simulations {res['inprocess8_us_per_env_step']:.1f} us -> ratio "
+          f"{res['ratio_udp_arenas8_vs_inprocess']:.3f} (target >= 0.7)")
     parts = res["parts_us"]
     print(f"\nparts of a UDP lockstep step (us): transport round trip {parts['round_trip_us']:.1f} "
           f"(send + server wake-up + recv, no simulation), parse {parts['parse_us']:.1f}, "

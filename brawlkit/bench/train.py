@@ -2,10 +2,11 @@
 
 Runs SB3 PPO (the training policy and hyperparameters) for the same number of
 env steps on (a) real BRAWLPIT envs over UDP and (b) a zero-cost dummy env with
-identical spaces, episode length and vec-env path, for n_envs 1 and 2, and
-reports env-steps/s of each and their ratio (1.0 = the env is free; target
->= 0.75, i.e. the env costs the trainer at most 25 %).  At n_envs 2 it also
-measures SB3's ``SubprocVecEnv`` against the in-process vec env.  Then one
+identical spaces, episode length and vec-env path, for n_envs 1, 2, 4 and 8
+(the BRAWLPIT envs as arenas of a shared server group, as training runs them),
+and reports env-steps/s of each and their ratio, ``n<N>_ratio`` (1.0 = the env
+is free; target >= 0.75, i.e. the env costs the trainer at most 25 %).  At
+n_envs 2 it also measures SB3's ``SubprocVecEnv`` (one server per worker).  Then one
 cProfile'd BRAWLPIT run says where the time goes: env step (UDP wait,
 observation, reward), policy forward during rollouts, the PPO update, and the
 rest of SB3's rollout loop.
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import functools
 import json
 import pstats
 import time
@@ -27,23 +29,33 @@ from brawlkit.common.threads import limit_threads
 from brawlkit.env.dummy import ZeroCostEnv
 
 
-def _make_venv(kind: str, n_envs: int, vec: str) -> Any:
+def _make_venv(kind: str, n_envs: int, vec: str) -> tuple[Any, Any]:
+    """(vec env, the server group its envs share or None)."""
     from stable_baselines3.common.vec_env import VecMonitor
 
     from brawlkit.env import BrawlpitEnv
     from brawlkit.env.rewards import make_reward
     from brawlkit.env.vecenv import make_vec_env
+    from brawlkit.wire.server import ServerGroup
 
     fns: list[Callable[[], gym.Env]]
+    group = None
     if kind == "dummy":
         fns = [ZeroCostEnv for _ in range(n_envs)]
-    else:
-        # as training builds them: inproc servers know they are stepped together
-        # (and spin only while that leaves the trainer a core); subproc ones never spin
-        kw: dict[str, Any] = {"parallel": n_envs} if vec == "inproc" else {"server_spin_us": 0}
-        fns = [lambda: BrawlpitEnv(opponent="cpu:3", reward=make_reward("tiered"), **kw)
+    elif vec == "inproc":
+        # as training builds them: arenas of a shared server group (a process per
+        # core the trainer leaves free, each busy-polling)
+        group = ServerGroup(n_envs)
+
+        def arena_env(i: int) -> gym.Env:  # a fresh reward object per env (rewards keep state)
+            return BrawlpitEnv(opponent="cpu:3", reward=make_reward("tiered"),
+                               server=group.server_for(i))
+
+        fns = [functools.partial(arena_env, i) for i in range(n_envs)]
+    else:  # subproc workers are processes of their own: one server each, never spinning
+        fns = [lambda: BrawlpitEnv(opponent="cpu:3", reward=make_reward("tiered"), server_spin_us=0)
                for _ in range(n_envs)]
-    return VecMonitor(make_vec_env(fns, vec=vec))
+    return VecMonitor(make_vec_env(fns, vec=vec)), group
 
 
 def _model(venv: Any, n_steps: int) -> Any:
@@ -58,7 +70,7 @@ def _model(venv: Any, n_steps: int) -> Any:
 def measure(kind: str, n_envs: int, steps: int, vec: str = "inproc", n_steps: int = 512,
             profile: bool = False) -> dict[str, Any]:
     """PPO env-steps/s (rollouts + updates) on ``kind`` = brawlpit | dummy."""
-    venv = _make_venv(kind, n_envs, vec)
+    venv, group = _make_venv(kind, n_envs, vec)
     try:
         model = _model(venv, n_steps)
         model.learn(n_steps * n_envs)  # warm-up: servers, torch, first reset
@@ -78,6 +90,8 @@ def measure(kind: str, n_envs: int, steps: int, vec: str = "inproc", n_steps: in
         return out
     finally:
         venv.close()
+        if group is not None:
+            group.close()
 
 
 def _cum(stats: pstats.Stats, func: str, file_part: str) -> float:
@@ -115,7 +129,7 @@ def breakdown(prof: cProfile.Profile, wall: float) -> dict[str, float]:
     }
 
 
-def run(steps: int = 4096, n_envs_list: tuple[int, ...] = (1, 2), subproc: bool = True,
+def run(steps: int = 4096, n_envs_list: tuple[int, ...] = (1, 2, 4, 8), subproc: bool = True,
         profile: bool = True) -> dict[str, Any]:
     limit_threads()
     res: dict[str, Any] = {"steps": steps, "n_envs": {}}
@@ -125,7 +139,7 @@ def run(steps: int = 4096, n_envs_list: tuple[int, ...] = (1, 2), subproc: bool 
         row = {"brawlpit_steps_per_s": round(b["steps_per_s"], 1),
                "dummy_steps_per_s": round(d["steps_per_s"], 1),
                "ratio": round(b["steps_per_s"] / d["steps_per_s"], 3)}
-        if subproc and n > 1:
+        if subproc and n == 2:
             s = measure("brawlpit", n, steps, vec="subproc")
             row["subproc_brawlpit_steps_per_s"] = round(s["steps_per_s"], 1)
             row["subproc_ratio"] = round(s["steps_per_s"] / d["steps_per_s"], 3)
@@ -146,7 +160,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m brawlkit bench train", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--steps", type=int, default=4096, help="measured env steps per configuration")
-    ap.add_argument("--n-envs", default="1,2", help="comma list (default 1,2)")
+    ap.add_argument("--n-envs", default="1,2,4,8",
+                    help="comma list of widths (default 1,2,4,8; keys n<N>_ratio)")
     ap.add_argument("--no-subproc", action="store_true", help="skip the SubprocVecEnv comparison")
     ap.add_argument("--no-profile", action="store_true", help="skip the cProfile breakdown")
     ap.add_argument("--json", action="store_true", help="one JSON object on the last stdout line")

@@ -49,6 +49,14 @@ from brawlkit.wire.server import MODES, ServerError, ServerProcess
 Opponent = str | Callable[[np.ndarray], np.ndarray] | None
 
 
+_MODE_IDS = {"realtime": C.BP_MODE_REALTIME, "fastforward": C.BP_MODE_FASTFORWARD,
+             "lockstep": C.BP_MODE_LOCKSTEP}
+
+
+def _nonce() -> int:
+    return int.from_bytes(os.urandom(4), "little")
+
+
 class EnvError(RuntimeError):
     """The env lost its server or received nothing usable in time."""
 
@@ -96,7 +104,14 @@ class BrawlpitEnv(gym.Env[np.ndarray, np.ndarray]):
         reward: a :class:`brawlkit.rewards.RewardFn`; default tier 1 only.
         speed: fastforward multiple of real time.
         max_episode_steps: an external step limit → ``truncated``.
-        server_address: join an already running server instead of starting one.
+        server: a running :class:`~brawlkit.wire.server.ServerProcess` to share: the
+            env plays in an arena of its own on it (many envs, one process) and
+            leaves the server running on ``close()``.  Default: the env starts and
+            owns a server.
+        server_address: a server someone else runs (``(host, port)``); the env
+            joins ``arena`` there, or the oldest arena with slot 0 free in this mode
+            (else a new one), and an external client takes slot 1 (``opponent=None``).
+        arena: with ``server_address``, the arena id to join.
         recv_timeout: seconds without an answer before raising :class:`EnvError`.
         poll_us: how long the client busy-polls for a snapshot before blocking.
         parallel: how many envs (servers) are stepped together with this one;
@@ -119,7 +134,9 @@ class BrawlpitEnv(gym.Env[np.ndarray, np.ndarray]):
         speed: float = 8.0,
         opponent_sampler: Callable[[], Opponent] | None = None,
         max_episode_steps: int | None = None,
+        server: ServerProcess | None = None,
         server_address: tuple[str, int] | None = None,
+        arena: int | None = None,
         recv_timeout: float = 5.0,
         poll_us: float = 200.0,
         parallel: int = 1,
@@ -152,21 +169,25 @@ class BrawlpitEnv(gym.Env[np.ndarray, np.ndarray]):
         self.observation_space = gym.spaces.Box(-OBS_BOUND, OBS_BOUND, (obs_dim,), np.float32)
         self.action_space = gym.spaces.Box(-1.0, 1.0, (ACT_DIM,), np.float32)
 
-        self.server: ServerProcess | None = None
-        if server_address is None:
-            cpu = parse_opponent(opponent)[0]
-            self.server = ServerProcess(
-                mode=mode,
-                speed=speed if mode == "fastforward" else None,
-                cpu_level=cpu if cpu not in (C.BP_CPU_NONE, C.BP_CPU_KEEP) else None,
-                spin_us=server_spin_us,
-                parallel=parallel,
-            )
-            self._address: tuple[str, int] | None = None
-            self._cpu_level = cpu if cpu != C.BP_CPU_KEEP else C.BP_CPU_NONE
-        else:
+        self._speed = float(speed)
+        self._address: tuple[str, int] | None = None
+        self._arena_op, self._arena_id = C.BP_ARENA_CREATE, 0
+        cpu = parse_opponent(opponent)[0]
+        # the CPU level the arena is created with: the opponent's, or none (slot 1 free)
+        self._cpu_level = cpu if cpu != C.BP_CPU_KEEP else C.BP_CPU_NONE
+        if server is not None and server_address is not None:
+            raise ValueError("pass server= (a shared ServerProcess) or server_address=, not both")
+        self.server: ServerProcess | None = server
+        self._owns_server = server is None and server_address is None
+        if self._owns_server:
+            self.server = ServerProcess(mode=mode, spin_us=server_spin_us, parallel=parallel)
+        elif server_address is not None:
             self._address = server_address
-            self._cpu_level = -1  # unknown: whatever the external server runs
+            if arena is not None:
+                self._arena_op, self._arena_id = C.BP_ARENA_JOIN, int(arena)
+            else:
+                self._arena_op = C.BP_ARENA_ANY
+        self.arena_id: int | None = None  # the arena this env plays in (from WELCOME)
         self._me: UdpClient | None = None
         self._op: UdpClient | None = None
         self._op_fn: Callable[[np.ndarray], np.ndarray] | None = None
@@ -235,20 +256,16 @@ class BrawlpitEnv(gym.Env[np.ndarray, np.ndarray]):
                 )
             select.select([client.fd], [], [], min(0.01, max(0.0, deadline - now)))
 
-    def _join(self, want_slot: int, retries: int = 0) -> UdpClient:
-        for attempt in range(retries + 1):
-            try:
-                return self._join_once(want_slot)
-            except EnvError:
-                if attempt == retries:
-                    raise
-                time.sleep(0.02)
-        raise AssertionError("unreachable")
-
-    def _join_once(self, want_slot: int) -> UdpClient:
+    def _join(self, want_slot: int, op: int, arena_id: int = 0) -> UdpClient:
+        """HELLO until WELCOME: slot ``want_slot`` of a new arena (``BP_ARENA_CREATE``,
+        configured from this env), of arena ``arena_id`` (``BP_ARENA_JOIN``) or of any
+        arena with it free (``BP_ARENA_ANY``); an ERROR reply raises :class:`EnvError`."""
         client = UdpClient(self.address, self._poll_us)
-        nonce = int.from_bytes(os.urandom(4), "little")
-        hello = P.pack_hello(client.next_seq(), want_slot, nonce)
+        nonce = _nonce()
+        hello = P.pack_hello(client.next_seq(), want_slot, nonce, arena_op=op, arena_id=arena_id,
+                             mode=_MODE_IDS[self.mode], cpu_level=self._cpu_level,
+                             seed=self._seed_base or 0,
+                             speed=self._speed if self.mode == "fastforward" else 0.0)
         client.send(hello)
 
         def accept(d: bytes) -> bool:
@@ -258,7 +275,7 @@ class BrawlpitEnv(gym.Env[np.ndarray, np.ndarray]):
                 return False
             if hdr.type == C.BP_PKT_ERROR:
                 err = P.parse_payload(d, P.NetError)
-                raise EnvError(f"server refused HELLO for slot {want_slot}: "
+                raise EnvError(f"server at {self.address} refused HELLO for slot {want_slot}: "
                                f"code {err.code} {err.text.decode(errors='replace')}")
             return hdr.type == C.BP_PKT_WELCOME and P.parse_payload(d, P.NetWelcome).nonce == nonce
 
@@ -270,33 +287,40 @@ class BrawlpitEnv(gym.Env[np.ndarray, np.ndarray]):
         w = P.parse_payload(data, P.NetWelcome)
         client.session, client.slot = w.session, w.slot
         self._known_match = w.match_id
+        self.arena_id = w.arena_id
         return client
 
     def _bye(self, client: UdpClient) -> None:
         client.send(P.pack_bye(client.next_seq(), client.session))
         client.close()
 
-    def _send_reset(self, seed: int, cpu_level: int) -> None:
-        assert self._me is not None
-        me = self._me
-        me.send(P.pack_reset(me.next_seq(), me.session, seed, cpu_level))
+    def _reset_match(self, seed: int, cpu_level: int, playing: bool = True) -> Snapshot:
+        """RESET and wait for the new match's first snapshot on every client.
 
-    def _reset_match(self, seed: int, cpu_level: int) -> Snapshot:
-        """RESET and wait for the new match's first snapshot on every client."""
-        assert self._me is not None
+        The RESET carries a fresh nonce and is re-sent until the new match shows:
+        the server applies a nonce once, so a lost RESET (or a lost answer) costs
+        a retry, never a second match.  ``playing=False`` accepts the new match in
+        any phase (freeing slot 1 of the CPU leaves it WAITING for a client).
+        """
+        me = self._me
+        assert me is not None
         old = self._known_match
         lockstep = self.mode == "lockstep"
 
         def first_of_new_match(d: bytes) -> bool:
             s = snapshot_or_none(d)
-            return (s is not None and s.match_id != old and s.phase == C.BP_PHASE_PLAYING
-                    and (s.tick == 0 or not lockstep))
+            if s is None or s.match_id == old:
+                return False
+            if not playing:
+                return True
+            return s.phase == C.BP_PHASE_PLAYING and (s.tick == 0 or not lockstep)
 
-        self._send_reset(seed, cpu_level)
-        snap = snapshot_or_none(self._wait(self._me, first_of_new_match))
+        reset = P.pack_reset(me.next_seq(), me.session, seed, cpu_level, _nonce())
+        me.send(reset)
+        snap = snapshot_or_none(self._wait(me, first_of_new_match, resend=reset))
         assert snap is not None
         self._known_match = snap.match_id
-        if self._op is not None:  # the opponent client sees the same match start
+        if self._op is not None and playing:  # the opponent client sees the same match start
             self._wait(self._op, first_of_new_match)
         return snap
 
@@ -316,16 +340,17 @@ class BrawlpitEnv(gym.Env[np.ndarray, np.ndarray]):
             spec = self._default_opponent
         cpu_level, fn, label = parse_opponent(spec)
         if self._me is None:
-            self._me = self._join(0)
-        # Seat the opponent: a callable needs a second client in slot 1.
+            self._me = self._join(0, self._arena_op, self._arena_id)
+        # Seat the opponent: a callable needs a second client in slot 1 of this arena.
         if fn is None and self._op is not None:
             self._bye(self._op)
             self._op = None
         if fn is not None and self._op is None:
             if self._cpu_level != C.BP_CPU_NONE:
-                self._send_reset(0, C.BP_CPU_NONE)  # free slot 1 from the CPU
-                self._known_match += 1
-            self._op = self._join(1, retries=20)
+                self._reset_match(0, C.BP_CPU_NONE, playing=False)  # free slot 1 of the CPU
+                self._cpu_level = C.BP_CPU_NONE
+            assert self.arena_id is not None
+            self._op = self._join(1, C.BP_ARENA_JOIN, self.arena_id)
         self._op_fn, self._op_label = fn, label
         if cpu_level != C.BP_CPU_KEEP:
             self._cpu_level = cpu_level
@@ -501,7 +526,7 @@ class BrawlpitEnv(gym.Env[np.ndarray, np.ndarray]):
                 except OSError:
                     c.close()
         self._me = self._op = None
-        if self.server is not None:
+        if self.server is not None and self._owns_server:
             self.server.close()
             self.server.remove_log()
 

@@ -39,7 +39,9 @@ class TrainConfig:
                      "the league's opponents come with the league)", choices=ROLES)
     generations: int = _opt(3, "generations to train; each ends with a checkpoint and an evaluation")
     steps_per_generation: int = _opt(100_000, "env steps per generation")
-    n_envs: int = _opt(2, "parallel envs (one game server each)")
+    n_envs: int = _opt(2, "parallel envs, each an arena of a shared game server")
+    servers: int = _opt(0, "game server processes the envs' arenas are spread over (inproc); 0 = "
+                        "automatic: one per core the trainer leaves free, at most n_envs")
     seed: int = _opt(0, "seeds PPO, the envs' matches and the curriculum")
     vec: str = _opt("inproc", "inproc: all envs in this process, all commands sent before any "
                     "snapshot is read (measured faster on 2 cores); subproc: SB3 SubprocVecEnv",
@@ -89,6 +91,8 @@ class TrainConfig:
                      "n_epochs", "action_repeat", "curriculum_k"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.servers < 0:
+            raise ValueError(f"servers must be >= 0 (0 = automatic), got {self.servers}")
         if self.ent_coef < 0:
             raise ValueError(f"ent_coef must be >= 0, got {self.ent_coef}")
         if not 0 < self.gamma <= 1 or not 0 <= self.gae_lambda <= 1:

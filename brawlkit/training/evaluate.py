@@ -29,6 +29,7 @@ from brawlkit.env.observation import check_input_layout
 from brawlkit.env.rewards import OutcomeReward
 from brawlkit.export.actor import NumpyPolicy, checkpoint_meta, load_sb3_policy
 from brawlkit.export.bpw import PolicyMeta
+from brawlkit.wire.server import ServerGroup
 
 PolicyFn = Callable[[np.ndarray], np.ndarray]
 
@@ -70,13 +71,15 @@ def play_episodes(
 
     Episode ``j`` uses match seed ``seed + j`` whichever env plays it.  ``envs``
     lets a trainer reuse long-lived eval envs; otherwise ``n_envs`` temporary
-    :class:`~brawlkit.env.BrawlpitEnv` are started and closed.
+    :class:`~brawlkit.env.BrawlpitEnv` are started (arenas of one server group) and closed.
     """
     own = envs is None
+    group = None
     if envs is None:
         n = max(1, min(n_envs, episodes))
-        envs = [BrawlpitEnv(opponent=opponent, reward=OutcomeReward(), parallel=n,
-                            **(env_kwargs or {})) for _ in range(n)]
+        group = ServerGroup(n)
+        envs = [BrawlpitEnv(opponent=opponent, reward=OutcomeReward(), server=group.server_for(i),
+                            **(env_kwargs or {})) for i in range(n)]
     results: list[dict[str, Any]] = []
     try:
         queue = list(range(episodes))
@@ -122,6 +125,8 @@ def play_episodes(
         if own:
             for e in envs:
                 e.close()
+        if group is not None:
+            group.close()
     return summarize(results, opponent)
 
 

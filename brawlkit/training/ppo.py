@@ -8,9 +8,10 @@ One run, step by step:
 1. run directory: a fresh ``runs/<role>/<time>-s<seed>``, or the newest run of
    the role with ``resume=True`` (``training/checkpoints.py``);
 2. opponents: the :class:`~brawlkit.league.CpuCurriculum` (its state resumes too);
-3. envs: N :class:`~brawlkit.env.BrawlpitEnv`, one server each, stepped together
-   by :class:`~brawlkit.env.vecenv.BrawlpitVecEnv` (``parallel=N`` lets each
-   server choose its busy-poll window), plus two evaluation envs;
+3. envs: N :class:`~brawlkit.env.BrawlpitEnv`, each an arena of a shared
+   :class:`~brawlkit.wire.server.ServerGroup` (one server process per core the
+   trainer leaves free), stepped together by
+   :class:`~brawlkit.env.vecenv.BrawlpitVecEnv`, plus two evaluation envs;
 4. model: SB3 PPO with the network of :mod:`brawlkit.export.actor`, stamped with
    how it is trained (action repeat, input layout, reward preset) so the saved
    zip carries it;
@@ -132,16 +133,21 @@ def _run_dir(cfg: TrainConfig, run_dir: str | Path | None, runs_root: str | Path
     return rd, None
 
 
-def _make_envs(cfg: TrainConfig, sampler: CpuCurriculum) -> tuple[Any, list[Any]]:
-    """(training vec env, evaluation envs)."""
+def _make_envs(cfg: TrainConfig, sampler: CpuCurriculum) -> tuple[Any, list[Any], Any]:
+    """(training vec env, evaluation envs, the server group they play on or None).
+
+    In-process envs are arenas of one shared server group (a server process per
+    core the trainer leaves free); the evaluation envs are arenas there too."""
     from stable_baselines3.common.vec_env import VecMonitor
 
     from brawlkit.env import BrawlpitEnv
     from brawlkit.env.rewards import make_reward
     from brawlkit.env.vecenv import NextOpponent, make_vec_env
+    from brawlkit.wire.server import ServerGroup
 
     env_kw: dict[str, Any] = dict(mode="lockstep", action_repeat=cfg.action_repeat,
                                   input_layout=cfg.input_layout)
+    group = None
     if cfg.vec == "subproc":
         # the sampler lives in this process; each worker gets its picks pushed (one
         # episode late) and, being a process of its own, a server that never spins
@@ -152,19 +158,32 @@ def _make_envs(cfg: TrainConfig, sampler: CpuCurriculum) -> tuple[Any, list[Any]
                 opponent=firsts[i], reward=make_reward(cfg.reward), server_spin_us=0,
                 max_episode_steps=cfg.max_episode_steps, **env_kw), firsts[i])
     else:
+        group = ServerGroup(cfg.n_envs, servers=cfg.servers)
+
         def env_fn(i: int) -> Any:
             return lambda: BrawlpitEnv(
                 opponent="cpu:1", opponent_sampler=sampler, reward=make_reward(cfg.reward),
-                parallel=cfg.n_envs, max_episode_steps=cfg.max_episode_steps, **env_kw)
+                server=group.server_for(i), max_episode_steps=cfg.max_episode_steps, **env_kw)
 
-    venv = VecMonitor(make_vec_env([env_fn(i) for i in range(cfg.n_envs)], vec=cfg.vec))
+    try:
+        venv = VecMonitor(make_vec_env([env_fn(i) for i in range(cfg.n_envs)], vec=cfg.vec))
+    except BaseException:
+        if group is not None:
+            group.close()
+        raise
     try:
         n_eval = min(N_EVAL_ENVS, cfg.n_envs)
-        evals = [BrawlpitEnv(opponent="cpu:1", parallel=n_eval, **env_kw) for _ in range(n_eval)]
+        if group is not None:
+            evals = [BrawlpitEnv(opponent="cpu:1", server=group.server_for(i), **env_kw)
+                     for i in range(n_eval)]
+        else:
+            evals = [BrawlpitEnv(opponent="cpu:1", parallel=n_eval, **env_kw) for _ in range(n_eval)]
     except BaseException:
         venv.close()
+        if group is not None:
+            group.close()
         raise
-    return venv, evals
+    return venv, evals, group
 
 
 def _load_or_build(cfg: TrainConfig, venv: Any, rdir: Path,
@@ -255,7 +274,7 @@ def train(cfg: TrainConfig | None = None, *, run_dir: str | Path | None = None,
 
     result = TrainResult(run_dir=rdir)
     t0 = time.perf_counter()
-    venv, eval_envs = _make_envs(cfg, sampler)
+    venv, eval_envs, servers = _make_envs(cfg, sampler)
     pbar = None
     model = None
     try:
@@ -305,6 +324,8 @@ def train(cfg: TrainConfig | None = None, *, run_dir: str | Path | None = None,
         for e in eval_envs:
             e.close()
         venv.close()
+        if servers is not None:
+            servers.close()
         result.seconds = time.perf_counter() - t0
         if model is not None:
             model.logger.close()

@@ -99,8 +99,13 @@ class NetHello(_LE):
     _pack_ = 1
     _fields_ = [
         ("want_slot", ctypes.c_uint8),
-        ("reserved", ctypes.c_uint8 * 3),
+        ("arena_op", ctypes.c_uint8),
+        ("mode", ctypes.c_uint8),
+        ("cpu_level", ctypes.c_uint8),
         ("nonce", ctypes.c_uint32),
+        ("arena_id", ctypes.c_uint32),
+        ("seed", ctypes.c_uint32),
+        ("speed", ctypes.c_float),
     ]
 
 
@@ -110,6 +115,7 @@ class NetWelcome(_LE):
         ("session", ctypes.c_uint32),
         ("nonce", ctypes.c_uint32),
         ("match_id", ctypes.c_uint32),
+        ("arena_id", ctypes.c_uint32),
         ("slot", ctypes.c_uint8),
         ("mode", ctypes.c_uint8),
         ("cpu_level", ctypes.c_uint8),
@@ -130,6 +136,7 @@ class NetReset(_LE):
     _fields_ = [
         ("session", ctypes.c_uint32),
         ("seed", ctypes.c_uint32),
+        ("nonce", ctypes.c_uint32),
         ("cpu_level", ctypes.c_uint8),
         ("reserved", ctypes.c_uint8 * 3),
     ]
@@ -151,10 +158,10 @@ EXPECTED_SIZES: dict[type[ctypes.Structure], int] = {
     NetPlayer: 32,
     MatchState: 16,
     SnapshotPacket: 92,
-    NetHello: 8,
-    NetWelcome: 24,
+    NetHello: 20,
+    NetWelcome: 28,
     NetBye: 4,
-    NetReset: 12,
+    NetReset: 16,
     NetError: 40,
 }
 for _cls, _size in EXPECTED_SIZES.items():
@@ -357,14 +364,24 @@ def make_header(ptype: int, seq: int, tick: int = 0) -> NetHeader:
     return NetHeader(*_hdr(ptype, seq, tick))
 
 
-def pack_hello(seq: int, want_slot: int, nonce: int) -> bytes:
-    """HELLO: join ``want_slot`` (0, 1 or ``BP_SLOT_ANY``); the nonce comes back in WELCOME."""
-    return _HELLO.pack(*_hdr(C.BP_PKT_HELLO, seq), want_slot, 0, 0, 0, nonce & 0xFFFFFFFF)
+def pack_hello(seq: int, want_slot: int, nonce: int, *, arena_op: int = C.BP_ARENA_CREATE,
+               arena_id: int = 0, mode: int = C.BP_MODE_DEFAULT, cpu_level: int = C.BP_CPU_KEEP,
+               seed: int = 0, speed: float = 0.0) -> bytes:
+    """HELLO: take ``want_slot`` (0, 1 or ``BP_SLOT_ANY``) of an arena — a new one
+    (``BP_ARENA_CREATE``, configured by mode / cpu_level / seed / speed; the
+    ``*_DEFAULT`` / ``BP_CPU_KEEP`` / 0 values take the server's defaults), the arena
+    ``arena_id`` (``BP_ARENA_JOIN``), or any with that slot free (``BP_ARENA_ANY``).
+    The nonce comes back in WELCOME."""
+    return _HELLO.pack(*_hdr(C.BP_PKT_HELLO, seq), want_slot, arena_op, mode, cpu_level,
+                       nonce & 0xFFFFFFFF, arena_id & 0xFFFFFFFF, seed & 0xFFFFFFFF, speed)
 
 
-def pack_reset(seq: int, session: int, seed: int, cpu_level: int) -> bytes:
-    """RESET: a fresh match with ``seed``; ``cpu_level`` 1..8, ``BP_CPU_NONE`` or ``BP_CPU_KEEP``."""
-    return _RESET.pack(*_hdr(C.BP_PKT_RESET, seq), session, seed & 0xFFFFFFFF, cpu_level, 0, 0, 0)
+def pack_reset(seq: int, session: int, seed: int, cpu_level: int, nonce: int) -> bytes:
+    """RESET: a fresh match in the sender's arena with ``seed``; ``cpu_level`` 1..8,
+    ``BP_CPU_NONE`` or ``BP_CPU_KEEP``.  Re-sending the same ``nonce`` is a safe retry:
+    the server applies a nonce once and answers a repeat with the current snapshot."""
+    return _RESET.pack(*_hdr(C.BP_PKT_RESET, seq), session, seed & 0xFFFFFFFF,
+                       nonce & 0xFFFFFFFF, cpu_level, 0, 0, 0)
 
 
 def pack_bye(seq: int, session: int) -> bytes:

@@ -28,6 +28,7 @@ import time
 import weakref
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from brawlkit.common.paths import native_path
 
@@ -36,12 +37,23 @@ _LISTEN = re.compile(rb"^listening (\d+)\s*$")
 _PR_SET_PDEATHSIG = 1
 
 
+#: how long a client may stay silent before the server drops it (--client-timeout):
+#: brawlkit's own servers die with the Python process, so only a client that really
+#: vanished (or a notebook idle for 10 minutes) is dropped
+DEFAULT_CLIENT_TIMEOUT_S = 600.0
+
 #: lockstep server busy-poll window when a core is spare (see spin_rule)
 DEFAULT_SPIN_US = 2000
 
 
+def usable_cores() -> int:
+    """Cores this process may run on (its affinity mask)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 def spin_rule(parallel: int) -> int:
-    """Busy-poll window (``--spin-us``) of a lockstep server stepped with ``parallel - 1`` others.
+    """Busy-poll window (``--spin-us``) of a lockstep server stepped with ``parallel - 1`` other
+    server *processes* (however many arenas each hosts).
 
     Spinning keeps a server awake between a snapshot and the next command, which
     saves the wake-up that dominates a lockstep round trip (measured on the
@@ -54,8 +66,14 @@ def spin_rule(parallel: int) -> int:
     env = os.environ.get("BRAWLKIT_SERVER_SPIN_US")
     if env is not None:
         return max(0, int(env))
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return DEFAULT_SPIN_US if parallel < cores else 0
+    return DEFAULT_SPIN_US if parallel < usable_cores() else 0
+
+
+def default_server_count(n_envs: int) -> int:
+    """Server processes for ``n_envs`` envs stepped together, each hosting a share of them
+    as arenas: one per core the trainer leaves free (so every server may busy-poll),
+    never more than there are envs.  On 2 cores: one server for all envs."""
+    return max(1, min(n_envs, usable_cores() - 1))
 
 
 class ServerError(RuntimeError):
@@ -101,6 +119,8 @@ class ServerProcess:
         port: int = 0,
         spin_us: int | None = None,
         parallel: int = 1,
+        max_arenas: int | None = None,
+        client_timeout: float | None = DEFAULT_CLIENT_TIMEOUT_S,
         extra_args: Sequence[str] = (),
         start_timeout: float = 10.0,
         binary: str | os.PathLike[str] | None = None,
@@ -124,6 +144,10 @@ class ServerProcess:
             args += ["--seed", str(int(seed))]
         if self.spin_us:
             args += ["--spin-us", str(self.spin_us)]
+        if max_arenas is not None:
+            args += ["--max-arenas", str(int(max_arenas))]
+        if client_timeout is not None:
+            args += ["--client-timeout", repr(float(client_timeout))]
         args += list(extra_args)
         self.args = args
         self.port: int = -1
@@ -211,8 +235,9 @@ class ServerProcess:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             text = self.log_path.read_bytes()
-            if text.count(b"stats ") > before:
-                return parse_stats_line(text)
+            complete = text[:text.rfind(b"\n") + 1]  # the server may be mid-write
+            if complete.count(b"stats ") > before:
+                return parse_stats_line(complete)
             time.sleep(0.01)
         raise ServerError(f"no stats line from brawlpit_server within {timeout}s")
 
@@ -272,3 +297,47 @@ def parse_stats_line(text: bytes | str) -> dict[str, int]:
         if v.lstrip("-").isdigit():
             out[k] = int(v)
     return out
+
+
+class ServerGroup:
+    """The server processes a set of envs stepped together shares: ``n_envs`` arenas
+    spread over ``servers`` processes (0 = :func:`default_server_count`), each told
+    how many processes run side by side so :func:`spin_rule` decides its busy-poll.
+
+    >>> group = ServerGroup(8)                 # 2 cores: one process, 8 arenas
+    >>> envs = [BrawlpitEnv(server=group.server_for(i)) for i in range(8)]
+    """
+
+    def __init__(self, n_envs: int, servers: int = 0, **kwargs: Any) -> None:
+        if n_envs < 1:
+            raise ValueError(f"n_envs must be >= 1, got {n_envs}")
+        if servers < 0:
+            raise ValueError(f"servers must be >= 0 (0 = automatic), got {servers}")
+        k = servers or default_server_count(n_envs)
+        k = min(k, n_envs)
+        kwargs.setdefault("parallel", k)
+        self.servers: list[ServerProcess] = []
+        try:
+            for _ in range(k):  # spawned first, then waited for: start-up overlaps
+                self.servers.append(ServerProcess(**kwargs))
+            for srv in self.servers:
+                srv.wait_ready()
+        except BaseException:
+            self.close()
+            raise
+
+    def server_for(self, i: int) -> ServerProcess:
+        """The server of env ``i`` (round robin)."""
+        return self.servers[i % len(self.servers)]
+
+    def close(self) -> None:
+        for srv in self.servers:
+            srv.close()
+            srv.remove_log()
+
+    def __enter__(self) -> ServerGroup:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+

@@ -19,12 +19,12 @@
  *   8   u32  tick     server tick the packet refers to
  *
  * Packet               direction        total bytes   payload after header
- * HELLO    (1)  client -> server        12 + 8        NetHello
- * WELCOME  (2)  server -> client        12 + 24       NetWelcome
+ * HELLO    (1)  client -> server        12 + 20       NetHello
+ * WELCOME  (2)  server -> client        12 + 28       NetWelcome
  * CMD      (3)  client -> server        12 + 28       UserCmd
  * SNAPSHOT (4)  server -> client        12 + 16 + 64  MatchState, NetPlayer[2]
  * BYE      (5)  client -> server        12 + 4        NetBye
- * RESET    (6)  client -> server        12 + 12       NetReset
+ * RESET    (6)  client -> server        12 + 16       NetReset
  * ERROR    (7)  server -> client        12 + 40       NetError
  *
  * A datagram whose length is not exactly the size above for its type, whose
@@ -66,7 +66,7 @@
 
 /* ---------------------------------------------------------------- protocol */
 #define BP_MAGIC 0xB17E
-#define BP_PROTO_VERSION 1
+#define BP_PROTO_VERSION 2
 
 #define BP_PKT_HELLO 1
 #define BP_PKT_WELCOME 2
@@ -95,6 +95,14 @@
 
 /* HELLO.want_slot: a slot number, or this for "any free slot" */
 #define BP_SLOT_ANY 255
+/* HELLO.arena_op: what a client asks for (protocol v2, docs/protocol.md "Arenas") */
+#define BP_ARENA_CREATE 0 /* a new arena of its own (mode, cpu_level, seed, speed as given) */
+#define BP_ARENA_JOIN 1   /* the arena arena_id (e.g. an opponent joining slot 1) */
+#define BP_ARENA_ANY 2    /* the oldest arena with want_slot free and this mode, else a new one */
+/* HELLO.mode / .cpu_level: take the server's command-line default */
+#define BP_MODE_DEFAULT 255
+/* hard bound of --max-arenas (memory is allocated per arena slot up front) */
+#define BP_MAX_ARENAS 4096
 /* RESET.cpu_level: keep the current CPU configuration */
 #define BP_CPU_KEEP 255
 /* RESET.cpu_level: no CPU, slot 1 is for a client */
@@ -111,6 +119,9 @@
 #define BP_ERR_BAD_SLOT 2
 #define BP_ERR_BAD_SESSION 3
 #define BP_ERR_BAD_REQUEST 4
+#define BP_ERR_NO_ARENA 5     /* JOIN of an arena id that does not exist */
+#define BP_ERR_ARENAS_FULL 6  /* CREATE (or ANY) while --max-arenas arenas exist */
+#define BP_ERR_VERSION 7      /* a HELLO of another protocol version */
 
 #define BP_PLAYER_FLAG_ON_GROUND 1
 #define BP_PLAYER_FLAG_SHIELDING 2
@@ -276,19 +287,29 @@ typedef struct {
     NetPlayer players[2];
 } SnapshotPacket;
 
-/* HELLO payload: which slot the client wants (0, 1 or BP_SLOT_ANY), and a
- * client nonce echoed in WELCOME so a client can tell replies apart. */
+/* HELLO payload: which arena (arena_op: BP_ARENA_CREATE / JOIN / ANY; arena_id
+ * for JOIN) and slot (0, 1 or BP_SLOT_ANY) the client wants, and a client nonce
+ * echoed in WELCOME so a client can tell replies apart.  mode, cpu_level, seed
+ * and speed configure a created arena (BP_MODE_DEFAULT / BP_CPU_KEEP and speed
+ * 0 take the server's command-line defaults); ANY matches mode too. */
 typedef struct {
     uint8_t want_slot;
-    uint8_t reserved[3];
+    uint8_t arena_op;
+    uint8_t mode;
+    uint8_t cpu_level;
     uint32_t nonce;
+    uint32_t arena_id;
+    uint32_t seed;
+    float speed;
 } NetHello;
 
-/* WELCOME payload: the session token every later CMD/RESET/BYE must carry. */
+/* WELCOME payload: the session token every later CMD/RESET/BYE must carry, and
+ * the arena the client is in (what an opponent passes to join it). */
 typedef struct {
     uint32_t session;
     uint32_t nonce;
     uint32_t match_id;
+    uint32_t arena_id;
     uint8_t slot;
     uint8_t mode;
     uint8_t cpu_level; /* 0 = slot 1 is a client */
@@ -302,11 +323,15 @@ typedef struct {
     uint32_t session;
 } NetBye;
 
-/* RESET payload: start a fresh match with this seed; cpu_level as
- * BP_CPU_KEEP / BP_CPU_NONE / 1..8 (CPU in slot 1). */
+/* RESET payload: start a fresh match in the sender's arena with this seed;
+ * cpu_level as BP_CPU_KEEP / BP_CPU_NONE / 1..8 (CPU in slot 1).  A RESET whose
+ * nonce equals the arena's last applied RESET nonce is a retry: no new match,
+ * the sender gets the current SNAPSHOT (so a lost RESET, or a lost answer, can be
+ * re-sent safely). */
 typedef struct {
     uint32_t session;
     uint32_t seed;
+    uint32_t nonce;
     uint8_t cpu_level;
     uint8_t reserved[3];
 } NetReset;
@@ -325,10 +350,10 @@ _Static_assert(sizeof(UserCmd) == 28, "UserCmd must be 28 bytes");
 _Static_assert(sizeof(NetPlayer) == 32, "NetPlayer must be 32 bytes");
 _Static_assert(sizeof(MatchState) == 16, "MatchState must be 16 bytes");
 _Static_assert(sizeof(SnapshotPacket) == 92, "SNAPSHOT must be 92 bytes");
-_Static_assert(sizeof(NetHello) == 8, "NetHello must be 8 bytes");
-_Static_assert(sizeof(NetWelcome) == 24, "NetWelcome must be 24 bytes");
+_Static_assert(sizeof(NetHello) == 20, "NetHello must be 20 bytes");
+_Static_assert(sizeof(NetWelcome) == 28, "NetWelcome must be 28 bytes");
 _Static_assert(sizeof(NetBye) == 4, "NetBye must be 4 bytes");
-_Static_assert(sizeof(NetReset) == 12, "NetReset must be 12 bytes");
+_Static_assert(sizeof(NetReset) == 16, "NetReset must be 16 bytes");
 _Static_assert(sizeof(NetError) == 40, "NetError must be 40 bytes");
 
 #endif /* BRAWLPIT_H */

@@ -2,12 +2,23 @@
  * brawlpit_bot — plays BRAWLPIT matches with a .bpw policy, zero Python.
  *
  *   brawlpit_bot --server HOST:PORT --weights POLICY.bpw [--slot N] [--matches K]
- *                [--seed S] [--cpu-level L] [--repeat R] [--no-reset] [--trace FILE]
+ *                [--seed S] [--cpu-level L] [--repeat R] [--no-reset]
+ *                [--arena ID | --new-arena] [--trace FILE]
  *   brawlpit_bot --help      (usage and one line per option on stdout, exit 0)
+ *
+ * Protocol v2 (docs/protocol.md): a server runs many matches ("arenas").  The
+ * HELLO asks for BP_ARENA_ANY by default: the oldest arena of the server's
+ * default mode with the wanted slot free, else a new one — so two bots started
+ * against one server meet in one arena with no id exchanged.  --arena ID joins
+ * that arena (BP_ARENA_JOIN, e.g. the id another client's WELCOME reported);
+ * --new-arena always creates one (BP_ARENA_CREATE).  The HELLO leaves the
+ * arena's mode, CPU, seed and speed to the server's defaults (the RESET sets
+ * the CPU).  stderr says where it landed:
+ *   bot: joined HOST:PORT arena <id> slot <s> mode <m> session <hex>
  *
  * HELLO -> WELCOME; then per match: reload the weights (a new blob replaces the
  * old one without a restart; SIGHUP reloads too; a reload that fails or that
- * this bot cannot play keeps the old weights), RESET(seed + k, cpu_level)
+ * this bot cannot play keeps the old weights), RESET(seed + k, cpu_level, nonce)
  * (skipped with --no-reset: the bot then plays whatever match the server
  * runs), and play: for every new SNAPSHOT of the current match (lockstep: each
  * one the server sends when it waits for us; realtime/fastforward: the
@@ -35,8 +46,11 @@
  * Lost datagrams: after 100 ms without a new snapshot the bot re-sends the one
  * packet its state waits on, never one whose repetition changes anything:
  *   - its RESET, only while no snapshot of the RESET's match has been seen (a
- *     lost RESET, or a lost answer, is retried; once the match is seen the
- *     RESET is never sent again: every RESET starts yet another match);
+ *     lost RESET, or a lost answer, is retried).  Each match's RESET carries a
+ *     fresh random nonce and a retry re-sends the same datagram: the server
+ *     applies a nonce once and answers a repeat with the current snapshot, so
+ *     a retry never starts a second match.  Once the match is seen the RESET
+ *     is not sent again;
  *   - its last CMD of the match, once it has sent one (the server treats a
  *     repeat as a retransmission and answers with a snapshot);
  *   - otherwise its HELLO (waiting for the match to start, or, with
@@ -60,7 +74,8 @@
  * test can replay the inputs through the Python policy and compare the actions
  * step by step.
  * Exit: 0 after K matches (sends BYE) or after --help; 1 when the weights
- * cannot be loaded at start, or the server refuses HELLO or a RESET (ERROR,
+ * cannot be loaded at start, or the server refuses HELLO (ERROR: e.g. no such
+ * arena, the slot taken, the server's arena table full) or a RESET (ERROR,
  * e.g. --cpu-level 1..8 while a client holds slot 1); 2 on a usage error, an
  * unresolvable server, or weights this bot cannot play (input layout /
  * sizes); 3 when the server is silent for 10 s.
@@ -68,6 +83,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <poll.h>
 #include <signal.h>
@@ -102,6 +118,8 @@ typedef struct {
     int want_slot, matches, cpu_level, do_reset;
     int repeat_override; /* --repeat R, 0 = the blob's action_repeat */
     unsigned long seed;
+    int arena_op;      /* BP_ARENA_ANY (default), _JOIN (--arena), _CREATE (--new-arena) */
+    uint32_t arena_id; /* --arena ID */
 } Args;
 
 /* one datagram as sent, kept for re-sending */
@@ -120,10 +138,49 @@ typedef struct {
     int repeat;            /* action repeat of the match being played */
     BpCommand prev;        /* the command sent last step (policy input layout 2) */
     uint32_t match_id, cmd_seq;
+    uint32_t nonce_rng;    /* xorshift32 state of the HELLO / RESET nonces (random start) */
     double last_rx, last_tx;
 } Bot;
 
 /* ------------------------------------------------------------ packets */
+
+/* xorshift32 (the generator of sim.h; the bot does not link the sim) */
+static uint32_t xorshift32(uint32_t *st)
+{
+    uint32_t x = *st;
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    *st = x;
+    return x;
+}
+
+/* a random start for the nonces: /dev/urandom, else the clock and the pid (two
+ * bots on one arena must not send the same RESET nonce) */
+static uint32_t nonce_seed(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint32_t s = (uint32_t)ts.tv_nsec ^ ((uint32_t)ts.tv_sec << 11) ^ ((uint32_t)getpid() << 16);
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        uint32_t r = 0;
+        if (read(fd, &r, sizeof r) == (ssize_t)sizeof r) {
+            s ^= r;
+        }
+        close(fd);
+    }
+    return s ? s : 1u; /* xorshift32 must never hold 0 */
+}
+
+/* the next nonce (HELLO, each match's RESET) */
+static uint32_t next_nonce(Bot *b)
+{
+    if (!b->nonce_rng) {
+        b->nonce_rng = nonce_seed();
+    }
+    return xorshift32(&b->nonce_rng);
+}
 
 static int g_sock = -1;
 static uint32_t g_seq = 0;
@@ -283,7 +340,7 @@ static void reload(Bot *b, int mid_match)
 static const char USAGE[] =
     "usage: brawlpit_bot --server HOST:PORT --weights POLICY.bpw [--slot N]\n"
     "       [--matches K] [--seed S] [--cpu-level L] [--repeat R] [--no-reset]\n"
-    "       [--trace FILE]\n";
+    "       [--arena ID | --new-arena] [--trace FILE]\n";
 
 static int usage(void)
 {
@@ -306,6 +363,9 @@ static int help(void)
           "                      its setting\n"
           "  --repeat R          ticks per command, 1..64 (default: the blob's action repeat)\n"
           "  --no-reset          send no RESET: play the matches the server runs\n"
+          "  --arena ID          join that arena (default: the oldest arena with the slot\n"
+          "                      free, else a new one)\n"
+          "  --new-arena         always create a new arena\n"
           "  --trace FILE        one line per step: match, tick, action, observation\n"
           "  -h, --help          print this help and exit\n",
           stdout);
@@ -354,6 +414,15 @@ static int parse_option(Args *a, const char *k, const char *v, int *repeat)
         a->cpu_level = l;
     } else if (!strcmp(k, "--repeat")) {
         return parse_int(v, 1, BP_MAX_REPEAT, repeat);
+    } else if (!strcmp(k, "--arena")) {
+        char *end = NULL;
+        errno = 0;
+        unsigned long id = strtoul(v, &end, 10);
+        if (end == v || *end || errno || v[0] == '-' || id == 0 || id > UINT32_MAX) {
+            return -1;
+        }
+        a->arena_op = BP_ARENA_JOIN;
+        a->arena_id = (uint32_t)id;
     } else {
         return -1;
     }
@@ -363,8 +432,8 @@ static int parse_option(Args *a, const char *k, const char *v, int *repeat)
 /* 0, ARGS_HELP (after printing the help), or usage() */
 static int parse_args(int argc, char **argv, Args *a)
 {
-    *a = (Args){NULL, NULL, NULL, BP_SLOT_ANY, 1, BP_CPU_KEEP, 1, 0, 1};
-    int repeat = 0;
+    *a = (Args){NULL, NULL, NULL, BP_SLOT_ANY, 1, BP_CPU_KEEP, 1, 0, 1, BP_ARENA_ANY, 0};
+    int repeat = 0, new_arena = 0;
     for (int i = 1; i < argc; i++) {
         const char *k = argv[i];
         if (!strcmp(k, "-h") || !strcmp(k, "--help")) {
@@ -374,13 +443,20 @@ static int parse_args(int argc, char **argv, Args *a)
             a->do_reset = 0;
             continue;
         }
+        if (!strcmp(k, "--new-arena")) {
+            new_arena = 1;
+            continue;
+        }
         if (i + 1 >= argc || parse_option(a, k, argv[i + 1], &repeat) != 0) {
             return usage();
         }
         i++;
     }
-    if (!a->server || !a->weights) {
+    if (!a->server || !a->weights || (new_arena && a->arena_op == BP_ARENA_JOIN)) {
         return usage();
+    }
+    if (new_arena) {
+        a->arena_op = BP_ARENA_CREATE;
     }
     a->repeat_override = repeat;
     return 0;
@@ -427,7 +503,9 @@ static void install_signals(void)
 static int join(Bot *b)
 {
     uint8_t buf[512];
-    NetHello hello = {(uint8_t)b->a.want_slot, {0, 0, 0}, (uint32_t)getpid()};
+    /* mode, CPU, seed and speed: the server's defaults (the RESET sets CPU and seed) */
+    NetHello hello = {(uint8_t)b->a.want_slot, (uint8_t)b->a.arena_op, BP_MODE_DEFAULT,
+                      BP_CPU_KEEP, next_nonce(b), b->a.arena_id, 0, 0.0f};
     b->retry = b->hello = send_pkt(BP_PKT_HELLO, 0, &hello, sizeof hello);
     b->last_rx = b->last_tx = now_s();
     for (;;) {
@@ -449,8 +527,8 @@ static int join(Bot *b)
         }
         resend_if_stalled(b, t);
     }
-    fprintf(stderr, "bot: joined %s slot %d mode %u session %08x\n", b->a.server, b->wel.slot,
-            b->wel.mode, b->wel.session);
+    fprintf(stderr, "bot: joined %s arena %u slot %d mode %u session %08x\n", b->a.server,
+            b->wel.arena_id, b->wel.slot, b->wel.mode, b->wel.session);
     b->match_id = b->wel.match_id;
     return 0;
 }
@@ -517,10 +595,11 @@ static int act(Bot *b, const uint8_t snap[sizeof(SnapshotPacket)], uint32_t tick
     return 1;
 }
 
-/* RESET(seed + played, cpu_level); re-sent on a stall until its match is seen */
+/* RESET(seed + played, cpu_level, a fresh nonce); the same datagram is re-sent
+ * on a stall until its match is seen (the server applies a nonce once) */
 static void send_reset(Bot *b, int played)
 {
-    NetReset rs = {b->wel.session, (uint32_t)(b->a.seed + (unsigned long)played),
+    NetReset rs = {b->wel.session, (uint32_t)(b->a.seed + (unsigned long)played), next_nonce(b),
                    (uint8_t)b->a.cpu_level, {0, 0, 0}};
     b->retry = send_pkt(BP_PKT_RESET, 0, &rs, sizeof rs);
     b->last_tx = now_s();

@@ -1,17 +1,31 @@
 /*
- * server.c — brawlpit_server: the BRAWLPIT UDP game server.
+ * server.c — brawlpit_server: the BRAWLPIT UDP game server.  One process, one
+ * UDP socket, up to --max-arenas independent matches ("arenas").
  *
  *   brawlpit_server --port N [--host 127.0.0.1] [--mode lockstep|fastforward|realtime]
- *                   [--speed X] [--cpu-level L] [--seed N] [--spin-us N] [--quiet]
+ *                   [--speed X] [--cpu-level L] [--seed N] [--spin-us N]
+ *                   [--max-arenas N] [--client-timeout S] [--quiet]
  *   brawlpit_server --help      (usage and one line per option on stdout, exit 0)
  *
- * --spin-us N (lockstep): after each burst of datagrams, busy-poll up to N µs
- * for the next one before blocking in ppoll.  A lockstep round trip is
- * dominated by waking a sleeping process (on a VM, ~25 µs against ~10 µs
- * when the server is still awake); a client that answers within the window
- * skips that.  Costs up to N µs of CPU per step, so it only pays where a core
- * is spare: brawlkit turns it on only while the envs leave one core free
- * (its server launcher's auto_spin_us).  0 (the default) always blocks.
+ * --mode, --speed, --cpu-level and --seed are the defaults of the arenas that
+ * clients create (a HELLO's BP_MODE_DEFAULT, BP_CPU_KEEP, speed 0, seed 0).
+ * Each arena has its own sim, CPU, seed, mode, clients, queues and clock:
+ * lockstep, fastforward and realtime arenas coexist, and a lockstep arena
+ * ticks as soon as its own commands are in, never waiting for another.
+ *
+ * --spin-us N: after the last datagram, busy-poll (non-blocking recvmmsg) up
+ * to N µs before blocking in ppoll.  A lockstep round trip is dominated by
+ * waking a sleeping process (~22 µs on a VM); a client that answers within
+ * the window skips that.  It spins only while datagrams keep coming and
+ * blocks when idle; it costs a core while spinning, which pays when one
+ * process serves many envs and the trainer keeps the other core.  0 (the
+ * default) always blocks.  Blocking waits until the next tick of a playing
+ * free-running arena or the next chore (parent check, client timeouts).
+ *
+ * --client-timeout S (default 120 s): a client silent for S seconds (no
+ * datagram at all) loses its slot (clients_timed_out); an arena left with no
+ * client is reclaimed at once (arenas_reclaimed), so are arenas whose last
+ * client sent BYE.  0 = never.
  *
  * Prints exactly one line `listening <port>` on stdout once bound (port 0 =
  * the kernel picks one), then serves until SIGTERM/SIGINT or until its parent
@@ -19,67 +33,80 @@
  * stderr on SIGUSR1 and on exit.
  *
  * ======================================================================
- * WIRE FORMAT — the normative text is the top comment of brawlpit.h (and
- * docs/protocol.md); this is the server's reading of it, in the spirit of Quake
+ * WIRE FORMAT (v2) — the normative text is docs/protocol.md (code form:
+ * brawlpit.h); this is the server's reading of it, in the spirit of Quake
  * III's net_chan.c.
  * ======================================================================
- * Every datagram: NetHeader {u16 magic 0xB17E, u8 version, u8 type, u32 seq,
- * u32 tick}, little-endian, packed; then exactly one payload:
+ * Every datagram: NetHeader {u16 magic 0xB17E, u8 version 2, u8 type,
+ * u32 seq, u32 tick}, little-endian, packed; then exactly one payload:
  *
- *   HELLO    20 B  {u8 want_slot (0, 1, 255 = any), u8 reserved[3], u32 nonce}
- *   WELCOME  36 B  {u32 session, u32 nonce (echo), u32 match_id, u8 slot,
- *                   u8 mode, u8 cpu_level, u8 stocks, u16 tick_hz, u16 0,
- *                   u32 match_ticks}
+ *   HELLO    32 B  {u8 want_slot (0, 1, 255 = any), u8 arena_op (0 create,
+ *                   1 join, 2 any), u8 mode (255 = default), u8 cpu_level
+ *                   (255 = default), u32 nonce, u32 arena_id (join), u32 seed
+ *                   (create; 0 = default), f32 speed (create; 0 = default)}
+ *   WELCOME  40 B  {u32 session, u32 nonce (echo), u32 match_id, u32 arena_id,
+ *                   u8 slot, u8 mode, u8 cpu_level, u8 stocks, u16 tick_hz,
+ *                   u16 0, u32 match_ticks}
  *   CMD      40 B  UserCmd {u32 session, u32 tick, u32 cmd_seq, f32 stick_x,
  *                   f32 stick_y, u32 buttons, u8 slot, u8 repeat, u16 0}
  *   SNAPSHOT 92 B  MatchState {u32 match_id, u32 ticks_left, u8 phase,
  *                   u8 winner, u8 n_players, u8 mode, u32 ack_cmd_seq}
  *                   + NetPlayer[2] (32 B each)
  *   BYE      16 B  {u32 session}
- *   RESET    24 B  {u32 session, u32 seed, u8 cpu_level, u8 reserved[3]}
+ *   RESET    28 B  {u32 session, u32 seed, u32 nonce, u8 cpu_level, u8 0[3]}
  *   ERROR    52 B  {u16 code, u16 0, char text[36] NUL-padded}
  *
  * Header fields written by the server: seq = its own packet counter (one
- * sequence over all packets it sends), tick = bp_sim_tick (ticks simulated
- * in the current match).  Client seq/tick in the header are not interpreted
- * (the UserCmd carries the tick that matters).
+ * sequence over all packets it sends, all arenas), tick = ticks simulated in
+ * the arena's current match (0 for an ERROR outside an arena).  Client
+ * seq/tick in the header are not interpreted.
+ *
+ * Clients are known by address (ip:port; one session per address, looked up
+ * in a hash); the session token must match.  HELLO from a seated address
+ * re-sends its WELCOME (whatever the HELLO asks).  Otherwise: CREATE opens a
+ * new arena (its mode, CPU, seed, speed from the HELLO or the defaults), JOIN
+ * takes a slot of arena_id, ANY takes the oldest arena of the requested mode
+ * with the wanted slot free, else creates one.  A slot held by the CPU is
+ * taken.  RESET acts on the sender's arena; a RESET carrying the nonce of the
+ * arena's last applied RESET is a retry: no new match, the sender gets the
+ * current SNAPSHOT.  match_id counts per arena from 1.
  *
  * Validation, in order (first failure = drop, counted by reason):
- *   len < 12 (bad_len) | magic (bad_magic) | version (bad_version) |
- *   type not HELLO/CMD/BYE/RESET (bad_type) | len != size of type (bad_len) |
- *   sender address not joined (not_joined; HELLO excepted) |
- *   session != the sender's token (bad_session) |
- *   CMD: slot != sender's slot (bad_slot), repeat not in 1..BP_MAX_REPEAT
- *   (bad_repeat), non-finite stick (bad_stick), tick > current +
- *   BP_MAX_CMD_LEAD (bad_tick), per-slot queue full (queue_full).
- *   Finite sticks are clamped to [-1, 1]; unknown button bits are masked.
- *   A CMD whose cmd_seq is not newer than the last one accepted from that
- *   slot in this match (retransmit) or that ends before the current tick is
- *   not queued (counted as dup / stale, not as drops) but, in lockstep or
- *   while not playing, still answered with a SNAPSHOT.
- * ERROR replies (at most one per packet, globally rate-limited, never for
- * garbage): HELLO that cannot be served (BP_ERR_FULL / BP_ERR_BAD_SLOT),
- * RESET with a wrong session from a joined address (BP_ERR_BAD_SESSION) or a
- * bad cpu_level (BP_ERR_BAD_REQUEST).
+ *   len < 12 or not IPv4 (bad_len) | magic (bad_magic) | version (bad_version;
+ *   a v1 HELLO of exactly 20 bytes is answered with ERROR BP_ERR_VERSION in
+ *   the v1 framing, which its client can read) | type not HELLO/CMD/BYE/RESET
+ *   (bad_type) | len != size of type (bad_len) | sender address not seated
+ *   (not_joined; HELLO excepted) | session != the sender's token
+ *   (bad_session) | CMD: slot != sender's slot (bad_slot), repeat not in
+ *   1..BP_MAX_REPEAT (bad_repeat), non-finite stick (bad_stick), tick >
+ *   current + BP_MAX_CMD_LEAD (bad_tick), per-slot queue full (queue_full) |
+ *   RESET: bad cpu_level (bad_request) | HELLO refused with an ERROR
+ *   (hello_refused).  Finite sticks are clamped to [-1, 1]; unknown button
+ *   bits are masked.  A CMD whose cmd_seq is not newer than the last one
+ *   accepted from that slot in this match (retransmit) or that ends before
+ *   the current tick is not queued (counted as dup / stale, not as drops)
+ *   but, in lockstep or while not playing, still answered with a SNAPSHOT.
+ * ERROR replies (at most one per packet, one token bucket for the whole
+ * server, never for garbage): a HELLO that cannot be served, a RESET with a
+ * wrong session from a seated address or a bad cpu_level, a v1 HELLO.
  *
- * Match flow: phase WAITING until both slots are filled (clients and/or the
- * CPU in slot 1); then PLAYING; OVER at the end (the final snapshot is
- * re-sent in answer to every CMD until a RESET).  RESET(seed, cpu_level)
- * restarts at tick 0 with match_id + 1, clears the command queues and the
- * per-slot cmd_seq/ack state (so a client may restart cmd_seq per match) and
- * sends a SNAPSHOT to every client.  A join or BYE also sends every client a
- * SNAPSHOT (phase change).  If a slot empties mid-match the match pauses
- * (WAITING) until it is filled again.
+ * Match flow, per arena: phase WAITING until both slots are filled (clients
+ * and/or the CPU in slot 1); then PLAYING; OVER at the end (the final snapshot
+ * is re-sent in answer to every CMD until a RESET).  RESET(seed, cpu_level,
+ * nonce) restarts at tick 0 with match_id + 1, clears the command queues and
+ * the per-slot cmd_seq/ack state and sends a SNAPSHOT to every client of the
+ * arena.  A join, BYE or timeout also sends every remaining client a SNAPSHOT.
+ * If a slot empties mid-match the match pauses (WAITING) until it is refilled.
  *
- * Modes:
+ * Modes (per arena):
  *   lockstep     tick t is simulated when every client-held slot has a queued
  *                command with tick <= t < tick+repeat, or whose first queued
  *                command starts after t (neutral input: an input delay).  The
- *                CPU needs no commands.  Whenever the server stops to wait
- *                after advancing, every client gets one SNAPSHOT (tick = the
+ *                CPU needs no commands.  Whenever the arena stops to wait
+ *                after advancing, its clients get one SNAPSHOT (tick = the
  *                next tick to simulate); a CMD that does not let it advance
  *                is answered with a SNAPSHOT to its sender only.
- *   fastforward  free-running at speed x 60 Hz (--speed 0 = unpaced), each
+ *   fastforward  free-running at speed x 60 Hz (speed 0 = unpaced), each
  *                slot's latest command held until replaced (tick/repeat only
  *                validated), a SNAPSHOT to every client after every tick.
  *   realtime     the same at 60 Hz.
@@ -103,16 +130,25 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "arena.h"
 #include "cpu.h"
 #include "sim.h"
+#include "udpio.h"
 
-#define QCAP 128
-#define RX_BURST 256
-#define ERR_RATE 50.0 /* ERROR packets per second (token bucket) */
-#define IDLE_WAIT_NS 200000000LL     /* idle: wake up this often to check the parent */
+#define NS_PER_S 1000000000LL
+#define ERR_RATE 50.0                /* ERROR packets per second (token bucket, burst as many) */
 #define PARENT_CHECK_NS 200000000LL  /* how often to check that the parent lives */
+#define SWEEP_MAX_NS 100000000LL     /* client timeouts are checked at least this often */
+#define SWEEP_MIN_NS 1000000LL       /* ... and at most this often */
 #define MAX_TICK_BURST 64            /* free-run: most ticks caught up in one go */
 #define RESYNC_PERIODS 100           /* free-run: this far behind, drop the backlog */
+#define SPEED_MAX 1e6                /* fastforward speed bound (multiples of 60 Hz) */
+#define SPIN_US_MAX 100000           /* --spin-us bound, µs */
+#define CLIENT_TIMEOUT_S 120.0       /* --client-timeout default, seconds */
+#define CLIENT_TIMEOUT_MAX_S 31536000.0 /* --client-timeout bound: a year */
+#define DEFAULT_MAX_ARENAS 64        /* --max-arenas default */
+#define PROTO_V1 1                   /* the previous protocol version ... */
+#define V1_HELLO_BYTES 20            /* ... and its HELLO datagram: header + 8 bytes */
 
 enum {
     D_BAD_LEN,
@@ -134,28 +170,28 @@ static const char *D_NAMES[D_COUNT] = {"bad_len",     "bad_magic",  "bad_version
                                        "bad_session", "bad_slot",   "bad_repeat",  "bad_stick",  "bad_tick",
                                        "queue_full",  "bad_request", "hello_refused"};
 
+/* what a new arena is made of (a HELLO resolved against the defaults) */
 typedef struct {
-    int active;
-    struct sockaddr_in addr;
-    uint32_t session, nonce;
-    UserCmd q[QCAP];
-    unsigned qhead, qlen;
-    int have_seq;
-    uint32_t last_seq; /* newest cmd_seq accepted this match */
-    uint32_t ack;      /* last cmd_seq applied to a tick */
-    int have_held;     /* fastforward / realtime: latest command */
-    UserCmd held;
-} Client;
+    int mode, cpu_level;
+    uint32_t seed;
+    double speed;
+} ArenaCfg;
 
 static struct {
-    int fd, mode, quiet, cpu_level;
-    double speed;
-    int64_t spin_ns; /* lockstep: busy-poll this long after a datagram before blocking */
-    uint32_t seed, match_id, tx_seq, tok_rng;
-    BpSim *sim;
-    BpCpu *cpu;
-    Client cl[2];
-    uint64_t rx, tx, tx_fail, dropped, dup, stale, cnt[D_COUNT];
+    int fd, quiet;
+    ArenaCfg def;              /* --mode, --cpu-level, --seed, --speed */
+    int max_arenas;
+    int64_t spin_ns;           /* busy-poll this long after a datagram before blocking */
+    int64_t timeout_ns, sweep_ns; /* client timeout (0 = never) and how often to check it */
+    int64_t now;               /* monotonic ns, read once per loop iteration */
+    int64_t next_parent_check, next_sweep;
+    uint32_t tx_seq;
+    BpArenaTable *arenas;
+    BpUdp udp;
+    uint64_t rx, dropped, dup, stale, cnt[D_COUNT];
+    uint64_t arenas_created, arenas_reclaimed, clients_timed_out, reset_retries;
+    const BpArena *recent;     /* the arena handled last (its tick / match_id in stats) */
+    uint32_t recent_tick, recent_match; /* ... kept once that arena is reclaimed */
     double err_tokens, err_last;
     pid_t ppid;
 } S;
@@ -168,15 +204,10 @@ static void on_signal(int sig) {
         g_stop = 1;
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 static int64_t now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+    return (int64_t)ts.tv_sec * NS_PER_S + ts.tv_nsec;
 }
 
 static void logf_(const char *fmt, ...) {
@@ -189,12 +220,22 @@ static void logf_(const char *fmt, ...) {
     va_end(ap);
 }
 
+static const char *mode_name(int mode) {
+    return mode == BP_MODE_LOCKSTEP ? "lockstep" : (mode == BP_MODE_FASTFORWARD ? "fastforward" : "realtime");
+}
+
 static void print_stats(void) {
-    fprintf(stderr, "stats rx=%llu tx=%llu dropped=%llu", (unsigned long long)S.rx, (unsigned long long)S.tx,
-            (unsigned long long)S.dropped);
+    uint32_t tick = S.recent ? bp_sim_tick(S.recent->sim) : S.recent_tick;
+    uint32_t match = S.recent ? S.recent->match_id : S.recent_match;
+    fprintf(stderr, "stats rx=%llu tx=%llu dropped=%llu", (unsigned long long)S.rx,
+            (unsigned long long)S.udp.sent, (unsigned long long)S.dropped);
     for (int i = 0; i < D_COUNT; i++) fprintf(stderr, " %s=%llu", D_NAMES[i], (unsigned long long)S.cnt[i]);
-    fprintf(stderr, " dup=%llu stale=%llu tx_fail=%llu tick=%u match_id=%u\n", (unsigned long long)S.dup,
-            (unsigned long long)S.stale, (unsigned long long)S.tx_fail, bp_sim_tick(S.sim), S.match_id);
+    fprintf(stderr, " dup=%llu stale=%llu tx_fail=%llu tick=%u match_id=%u", (unsigned long long)S.dup,
+            (unsigned long long)S.stale, (unsigned long long)S.udp.send_failed, tick, match);
+    fprintf(stderr, " arenas_active=%d arenas_created=%llu arenas_reclaimed=%llu clients_timed_out=%llu"
+            " reset_retries=%llu\n", bp_arenas_count(S.arenas), (unsigned long long)S.arenas_created,
+            (unsigned long long)S.arenas_reclaimed, (unsigned long long)S.clients_timed_out,
+            (unsigned long long)S.reset_retries);
     fflush(stderr);
 }
 
@@ -203,96 +244,91 @@ static void drop(int reason) {
     S.cnt[reason]++;
 }
 
-/* session tokens: from their own xorshift32 stream (seeded from the clock and
- * the pid in main), not part of the deterministic match */
-static uint32_t new_session(void) {
-    uint32_t t;
-    do {
-        uint32_t a = bp_xorshift32(&S.tok_rng);
-        uint32_t b = bp_xorshift32(&S.tok_rng);
-        t = a ^ (b << 7);
-    } while (t == 0 || (S.cl[0].active && t == S.cl[0].session) || (S.cl[1].active && t == S.cl[1].session));
-    return t;
-}
-
 /* ------------------------------------------------------------ sending */
-static void send_raw(const struct sockaddr_in *to, const void *buf, size_t len) {
-    ssize_t n = sendto(S.fd, buf, len, 0, (const struct sockaddr *)to, sizeof *to);
-    if (n == (ssize_t)len)
-        S.tx++;
-    else
-        S.tx_fail++;
-}
-
-static void fill_header(NetHeader *h, uint8_t type) {
+static void fill_header(NetHeader *h, uint8_t type, const BpArena *a) {
     h->magic = BP_MAGIC;
     h->version = BP_PROTO_VERSION;
     h->type = type;
     h->seq = S.tx_seq++;
-    h->tick = bp_sim_tick(S.sim);
+    h->tick = a ? bp_sim_tick(a->sim) : 0;
 }
 
-static int slot_filled(int slot) { return S.cl[slot].active || (slot == 1 && S.cpu); }
-static int all_filled(void) { return slot_filled(0) && slot_filled(1); }
-static int n_players(void) { return slot_filled(0) + slot_filled(1); }
-static int playing(void) { return all_filled() && bp_sim_phase(S.sim) == BP_PHASE_PLAYING; }
+static int slot_filled(const BpArena *a, int slot) { return a->cl[slot].active || (slot == 1 && a->cpu); }
+static int all_filled(const BpArena *a) { return slot_filled(a, 0) && slot_filled(a, 1); }
+static int n_players(const BpArena *a) { return slot_filled(a, 0) + slot_filled(a, 1); }
+static int playing(const BpArena *a) { return all_filled(a) && bp_sim_phase(a->sim) == BP_PHASE_PLAYING; }
 
-static void send_snapshot(int slot) {
-    Client *c = &S.cl[slot];
+static void send_snapshot(const BpArena *a, int slot) {
+    const BpClient *c = &a->cl[slot];
     if (!c->active) return;
     uint8_t buf[sizeof(SnapshotPacket)];
-    size_t n = bp_sim_snapshot(S.sim, S.tx_seq++, (uint8_t)n_players(), (uint8_t)S.mode, c->ack, buf, sizeof buf);
-    if (!all_filled() && bp_sim_phase(S.sim) == BP_PHASE_PLAYING) {
+    size_t n = bp_sim_snapshot(a->sim, S.tx_seq++, (uint8_t)n_players(a), (uint8_t)a->mode, c->ack, buf, sizeof buf);
+    if (!all_filled(a) && bp_sim_phase(a->sim) == BP_PHASE_PLAYING) {
         SnapshotPacket *p = (SnapshotPacket *)buf;
         p->match.phase = BP_PHASE_WAITING;
     }
-    send_raw(&c->addr, buf, n);
+    bp_udp_queue(&S.udp, &c->addr, buf, n);
 }
 
-static void broadcast_snapshot(void) {
-    for (int i = 0; i < 2; i++) send_snapshot(i);
+static void broadcast_snapshot(const BpArena *a) {
+    for (int i = 0; i < BP_ARENA_SLOTS; i++) send_snapshot(a, i);
 }
 
-static void send_error(const struct sockaddr_in *to, uint16_t code, const char *text) {
-    double t = now_s();
+/* 1 if the token bucket lets one more ERROR out */
+static int error_allowed(void) {
+    double t = (double)S.now / (double)NS_PER_S;
     S.err_tokens += (t - S.err_last) * ERR_RATE;
     S.err_last = t;
     if (S.err_tokens > ERR_RATE) S.err_tokens = ERR_RATE;
-    if (S.err_tokens < 1.0) return;
+    if (S.err_tokens < 1.0) return 0;
     S.err_tokens -= 1.0;
+    return 1;
+}
+
+/* ERROR (rate-limited) in protocol `version` (the v1 framing of NetError is the
+ * same, so an old client can read why it is refused) */
+static void send_error_v(const struct sockaddr_in *to, const BpArena *a, uint16_t code, const char *text,
+                         uint8_t version) {
+    if (!error_allowed()) return;
     struct {
         NetHeader h;
         NetError e;
     } __attribute__((packed)) p;
     memset(&p, 0, sizeof p);
-    fill_header(&p.h, BP_PKT_ERROR);
+    fill_header(&p.h, BP_PKT_ERROR, a);
+    p.h.version = version;
     p.e.code = code;
     strncpy(p.e.text, text, BP_ERROR_TEXT_LEN - 1);
-    send_raw(to, &p, sizeof p);
+    bp_udp_queue(&S.udp, to, &p, sizeof p);
 }
 
-static void send_welcome(int slot) {
-    Client *c = &S.cl[slot];
+static void send_error(const struct sockaddr_in *to, const BpArena *a, uint16_t code, const char *text) {
+    send_error_v(to, a, code, text, BP_PROTO_VERSION);
+}
+
+static void send_welcome(const BpArena *a, int slot) {
+    const BpClient *c = &a->cl[slot];
     struct {
         NetHeader h;
         NetWelcome w;
     } __attribute__((packed)) p;
     memset(&p, 0, sizeof p);
-    fill_header(&p.h, BP_PKT_WELCOME);
+    fill_header(&p.h, BP_PKT_WELCOME, a);
     p.w.session = c->session;
     p.w.nonce = c->nonce;
-    p.w.match_id = S.match_id;
+    p.w.match_id = a->match_id;
+    p.w.arena_id = a->id;
     p.w.slot = (uint8_t)slot;
-    p.w.mode = (uint8_t)S.mode;
-    p.w.cpu_level = (uint8_t)(S.cpu ? bp_cpu_level(S.cpu) : 0);
+    p.w.mode = (uint8_t)a->mode;
+    p.w.cpu_level = (uint8_t)(a->cpu ? bp_cpu_level(a->cpu) : 0);
     p.w.stocks = BP_STOCKS;
     p.w.tick_hz = BP_TICK_HZ;
     p.w.match_ticks = BP_MATCH_TICKS;
-    send_raw(&c->addr, &p, sizeof p);
+    bp_udp_queue(&S.udp, &c->addr, &p, sizeof p);
 }
 
 /* ------------------------------------------------------------ match control */
-static void clear_cmds(Client *c) {
+static void clear_cmds(BpClient *c) {
     c->qhead = c->qlen = 0;
     c->have_seq = 0;
     c->last_seq = 0;
@@ -300,42 +336,41 @@ static void clear_cmds(Client *c) {
     c->have_held = 0;
 }
 
-static int64_t g_next_tick_ns;
-
-static int set_cpu(int level) {
+/* the CPU of slot 1: BP_CPU_KEEP, BP_CPU_NONE or a level; 0, or -1 (refused) */
+static int set_cpu(BpArena *a, int level) {
     if (level == BP_CPU_KEEP) return 0;
     if (level == BP_CPU_NONE) {
-        bp_cpu_destroy(S.cpu);
-        S.cpu = NULL;
-        S.cpu_level = 0;
+        bp_cpu_destroy(a->cpu);
+        a->cpu = NULL;
+        a->cpu_level = 0;
         return 0;
     }
     if (level < BP_CPU_LEVEL_MIN || level > BP_CPU_LEVEL_MAX) return -1;
-    if (S.cl[1].active) return -1;
-    bp_cpu_destroy(S.cpu);
-    S.cpu = bp_cpu_create(level, bp_cpu_match_seed(S.seed));
-    S.cpu_level = level;
-    return S.cpu ? 0 : -1;
+    if (a->cl[1].active) return -1;
+    bp_cpu_destroy(a->cpu);
+    a->cpu = bp_cpu_create(level, bp_cpu_match_seed(a->seed));
+    a->cpu_level = a->cpu ? level : 0;
+    return a->cpu ? 0 : -1;
 }
 
-static void start_match(uint32_t seed, uint32_t match_id) {
-    S.seed = seed;
-    S.match_id = match_id;
-    bp_sim_reset(S.sim, seed, match_id);
-    if (S.cpu) bp_cpu_reset(S.cpu, bp_cpu_match_seed(seed));
-    for (int i = 0; i < 2; i++) clear_cmds(&S.cl[i]);
-    g_next_tick_ns = now_ns();
+static void start_match(BpArena *a, uint32_t seed, uint32_t match_id) {
+    a->seed = seed;
+    a->match_id = match_id;
+    bp_sim_reset(a->sim, seed, match_id);
+    if (a->cpu) bp_cpu_reset(a->cpu, bp_cpu_match_seed(seed));
+    for (int i = 0; i < BP_ARENA_SLOTS; i++) clear_cmds(&a->cl[i]);
+    a->next_tick_ns = S.now;
 }
 
 /* ------------------------------------------------------------ lockstep */
-static void q_pop(Client *c) {
-    c->qhead = (c->qhead + 1) % QCAP;
+static void q_pop(BpClient *c) {
+    c->qhead = (c->qhead + 1) % BP_CMD_QUEUE_CAP;
     c->qlen--;
 }
-static UserCmd *q_front(Client *c) { return &c->q[c->qhead]; }
+static UserCmd *q_front(BpClient *c) { return &c->q[c->qhead]; }
 
 /* Input for tick t from slot's queue: 1 = ready (input, applied seq set), 0 = wait. */
-static int ls_peek(Client *c, uint32_t t, BpInput *in, int *applied, uint32_t *seq) {
+static int ls_peek(BpClient *c, uint32_t t, BpInput *in, int *applied, uint32_t *seq) {
     while (c->qlen) {
         UserCmd *f = q_front(c);
         if ((uint64_t)f->tick + f->repeat <= t)
@@ -356,357 +391,505 @@ static int ls_peek(Client *c, uint32_t t, BpInput *in, int *applied, uint32_t *s
     return 1;
 }
 
-static int ls_advance(void) {
+/* simulate every tick whose input is in; returns the number of ticks */
+static int ls_advance(BpArena *a) {
     int n = 0;
-    while (playing()) {
-        uint32_t t = bp_sim_tick(S.sim);
+    while (playing(a)) {
+        uint32_t t = bp_sim_tick(a->sim);
         BpInput in[2] = {{0, 0, 0}, {0, 0, 0}};
         int applied[2] = {0, 0};
         uint32_t seq[2] = {0, 0};
         int ok = 1;
         for (int i = 0; i < 2 && ok; i++)
-            if (S.cl[i].active) ok = ls_peek(&S.cl[i], t, &in[i], &applied[i], &seq[i]);
+            if (a->cl[i].active) ok = ls_peek(&a->cl[i], t, &in[i], &applied[i], &seq[i]);
         if (!ok) break;
-        if (S.cpu && !S.cl[1].active) in[1] = bp_cpu_think(S.cpu, S.sim, 1);
-        bp_sim_step(S.sim, in);
+        if (a->cpu && !a->cl[1].active) in[1] = bp_cpu_think(a->cpu, a->sim, 1);
+        bp_sim_step(a->sim, in);
         for (int i = 0; i < 2; i++)
-            if (applied[i]) S.cl[i].ack = seq[i];
+            if (applied[i]) a->cl[i].ack = seq[i];
         n++;
     }
     return n;
 }
 
-/* ------------------------------------------------------------ packet handlers */
-static int find_client(const struct sockaddr_in *a) {
-    for (int i = 0; i < 2; i++)
-        if (S.cl[i].active && S.cl[i].addr.sin_port == a->sin_port && S.cl[i].addr.sin_addr.s_addr == a->sin_addr.s_addr)
-            return i;
-    return -1;
+/* ------------------------------------------------------------ arena life */
+static void note_arena(const BpArena *a) { S.recent = a; }
+
+/* a new arena configured by cfg, its first match started; NULL if none is free */
+static BpArena *arena_open(const ArenaCfg *cfg) {
+    BpArena *a = bp_arena_new(S.arenas, cfg->mode);
+    if (!a) return NULL;
+    a->speed = cfg->mode == BP_MODE_REALTIME ? 1.0 : cfg->speed;
+    a->period_ns = a->speed > 0.0 ? (int64_t)(1e9 / (BP_TICK_HZ * a->speed)) : 0;
+    a->seed = cfg->seed;
+    if (cfg->cpu_level > 0 && set_cpu(a, cfg->cpu_level) != 0) {
+        bp_arena_free(S.arenas, a);
+        return NULL;
+    }
+    start_match(a, cfg->seed, 1);
+    S.arenas_created++;
+    logf_("arena %u: created, mode %s cpu %d seed %u speed %g", a->id, mode_name(a->mode), a->cpu_level,
+          a->seed, a->speed);
+    return a;
+}
+
+static void arena_close(BpArena *a) {
+    if (S.recent == a) {
+        S.recent_tick = bp_sim_tick(a->sim);
+        S.recent_match = a->match_id;
+        S.recent = NULL;
+    }
+    logf_("arena %u: closed (no client left)", a->id);
+    bp_arena_free(S.arenas, a);
+    S.arenas_reclaimed++;
+}
+
+/* a client leaves (BYE or timeout): the others see a SNAPSHOT (WAITING), an
+ * arena with no client left is reclaimed */
+static void client_leave(BpArena *a, int slot, const char *how) {
+    logf_("arena %u: slot %d %s", a->id, slot, how);
+    bp_arena_detach(S.arenas, a, slot);
+    if (bp_arena_clients(a) == 0)
+        arena_close(a);
+    else
+        broadcast_snapshot(a);
+}
+
+/* ------------------------------------------------------------ HELLO */
+static void refuse_hello(const struct sockaddr_in *from, int code, const char *why) {
+    drop(D_HELLO_REFUSED);
+    send_error(from, NULL, (uint16_t)code, why);
+}
+
+static int valid_cpu_level(int l) {
+    return l == BP_CPU_KEEP || l == BP_CPU_NONE || (l >= BP_CPU_LEVEL_MIN && l <= BP_CPU_LEVEL_MAX);
+}
+
+/* 0 when the HELLO's fields are well-formed, else an ERROR code and *why */
+static int hello_invalid(const NetHello *h, const char **why) {
+    if (h->want_slot != 0 && h->want_slot != 1 && h->want_slot != BP_SLOT_ANY) {
+        *why = "bad slot (want 0, 1 or 255)";
+        return BP_ERR_BAD_SLOT;
+    }
+    if (h->arena_op > BP_ARENA_ANY)
+        *why = "bad arena_op";
+    else if (h->mode != BP_MODE_DEFAULT && h->mode >= BP_ARENA_MODES)
+        *why = "bad mode";
+    else if (!valid_cpu_level(h->cpu_level))
+        *why = "bad cpu_level";
+    else if (!isfinite(h->speed) || h->speed < 0.0f || h->speed > SPEED_MAX)
+        *why = "bad speed";
+    else
+        return 0;
+    return BP_ERR_BAD_REQUEST;
+}
+
+static ArenaCfg resolve_cfg(const NetHello *h) {
+    ArenaCfg c = S.def;
+    if (h->mode != BP_MODE_DEFAULT) c.mode = h->mode;
+    if (h->cpu_level != BP_CPU_KEEP) c.cpu_level = h->cpu_level;
+    if (h->seed != 0) c.seed = h->seed;
+    if (h->speed > 0.0f) c.speed = h->speed;
+    return c;
+}
+
+/* the slot of arena a for want_slot, or -1 with *why (BP_ERR_FULL) */
+static int free_slot(const BpArena *a, int want, const char **why) {
+    if (want == BP_SLOT_ANY) {
+        for (int s = 0; s < BP_ARENA_SLOTS; s++)
+            if (bp_arena_slot_free(a, s)) return s;
+        *why = "arena full";
+        return -1;
+    }
+    if (want == 1 && a->cpu) {
+        *why = "slot 1 is the CPU";
+        return -1;
+    }
+    if (a->cl[want].active) {
+        *why = "slot taken";
+        return -1;
+    }
+    return want;
+}
+
+/* a new arena for this HELLO, or NULL with *code / *why */
+static BpArena *create_for(const NetHello *h, int *slot, int *code, const char **why) {
+    ArenaCfg cfg = resolve_cfg(h);
+    BpArena *a = NULL;
+    if (h->want_slot == 1 && cfg.cpu_level > 0) {
+        *code = BP_ERR_BAD_SLOT;
+        *why = "slot 1 is the CPU";
+    } else if (!(a = arena_open(&cfg))) {
+        *code = BP_ERR_ARENAS_FULL;
+        *why = "server full: max arenas";
+    }
+    *slot = h->want_slot == BP_SLOT_ANY ? 0 : h->want_slot;
+    return a;
+}
+
+/* the arena and slot a (valid) HELLO asks for, or NULL with *code / *why */
+static BpArena *pick_arena(const NetHello *h, int *slot, int *code, const char **why) {
+    BpArena *a = NULL;
+    if (h->arena_op == BP_ARENA_JOIN) {
+        a = bp_arena_by_id(S.arenas, h->arena_id);
+        if (!a) {
+            *code = BP_ERR_NO_ARENA;
+            *why = "no such arena";
+        } else if ((*slot = free_slot(a, h->want_slot, why)) < 0) {
+            *code = BP_ERR_FULL;
+            a = NULL;
+        }
+        return a;
+    }
+    if (h->arena_op == BP_ARENA_ANY) {
+        a = bp_arena_any(S.arenas, resolve_cfg(h).mode, h->want_slot);
+        if (a && (*slot = free_slot(a, h->want_slot, why)) >= 0) return a;
+    }
+    return create_for(h, slot, code, why);
+}
+
+static void seat(BpArena *a, int slot, const struct sockaddr_in *from, uint32_t nonce) {
+    BpClient *c = bp_arena_attach(S.arenas, a, slot, from, bp_arenas_session(S.arenas));
+    c->nonce = nonce;
+    c->last_rx_ns = S.now;
+    send_welcome(a, slot);
+    logf_("arena %u: slot %d joined from %s:%u", a->id, slot, inet_ntoa(from->sin_addr), ntohs(from->sin_port));
+    a->next_tick_ns = S.now;
+    if (a->mode == BP_MODE_LOCKSTEP) ls_advance(a);
+    broadcast_snapshot(a);
 }
 
 static void handle_hello(const struct sockaddr_in *from, const uint8_t *buf) {
     NetHello h;
     memcpy(&h, buf + sizeof(NetHeader), sizeof h);
-    int slot = find_client(from);
-    if (slot >= 0) { /* lost WELCOME: send it again */
-        S.cl[slot].nonce = h.nonce;
-        send_welcome(slot);
+    int slot, code;
+    const char *why = NULL;
+    BpArena *a = bp_arena_by_addr(S.arenas, from, &slot);
+    if (a) { /* a lost WELCOME: send it again, whatever this HELLO asks */
+        a->cl[slot].nonce = h.nonce;
+        a->cl[slot].last_rx_ns = S.now;
+        note_arena(a);
+        send_welcome(a, slot);
         return;
     }
-    int want = h.want_slot;
-    if (want != 0 && want != 1 && want != BP_SLOT_ANY) {
-        drop(D_HELLO_REFUSED);
-        send_error(from, BP_ERR_BAD_SLOT, "bad slot (want 0, 1 or 255)");
+    if ((code = hello_invalid(&h, &why)) != 0) {
+        refuse_hello(from, code, why);
         return;
     }
-    if (want == BP_SLOT_ANY) {
-        if (!slot_filled(0))
-            slot = 0;
-        else if (!slot_filled(1))
-            slot = 1;
-        else {
-            drop(D_HELLO_REFUSED);
-            send_error(from, BP_ERR_FULL, "server full");
-            return;
-        }
-    } else {
-        if (want == 1 && S.cpu) {
-            drop(D_HELLO_REFUSED);
-            send_error(from, BP_ERR_BAD_SLOT, "slot 1 is the CPU");
-            return;
-        }
-        if (S.cl[want].active) {
-            drop(D_HELLO_REFUSED);
-            send_error(from, BP_ERR_FULL, "slot taken");
-            return;
-        }
-        slot = want;
+    if (!(a = pick_arena(&h, &slot, &code, &why))) {
+        refuse_hello(from, code, why);
+        return;
     }
-    Client *c = &S.cl[slot];
-    memset(c, 0, sizeof *c);
-    c->active = 1;
-    c->addr = *from;
-    c->session = new_session();
-    c->nonce = h.nonce;
-    clear_cmds(c);
-    send_welcome(slot);
-    logf_("slot %d joined from %s:%u", slot, inet_ntoa(from->sin_addr), ntohs(from->sin_port));
-    g_next_tick_ns = now_ns();
-    if (S.mode == BP_MODE_LOCKSTEP) ls_advance();
-    broadcast_snapshot();
+    note_arena(a);
+    seat(a, slot, from, h.nonce);
 }
 
-static int auth(const struct sockaddr_in *from, uint32_t session, int *slot) {
-    *slot = find_client(from);
-    if (*slot < 0) {
+/* ------------------------------------------------------------ CMD, BYE, RESET */
+/* the sender's arena and slot if it is seated and its session matches (its
+ * clock of silence restarts), else NULL (counted) */
+static BpArena *auth(const struct sockaddr_in *from, uint32_t session, int *slot) {
+    BpArena *a = bp_arena_by_addr(S.arenas, from, slot);
+    if (!a) {
         drop(D_NOT_JOINED);
-        return 0;
+        return NULL;
     }
-    if (session != S.cl[*slot].session) {
+    if (session != a->cl[*slot].session) {
         drop(D_BAD_SESSION);
-        return 0;
+        return NULL;
     }
-    return 1;
+    a->cl[*slot].last_rx_ns = S.now;
+    note_arena(a);
+    return a;
+}
+
+/* the CMD's fields checked and normalised in place: 0, or the drop reason */
+static int cmd_invalid(UserCmd *u, int slot, uint32_t t) {
+    if (u->slot != slot) return D_BAD_SLOT;
+    if (u->repeat < 1 || u->repeat > BP_MAX_REPEAT) return D_BAD_REPEAT;
+    if (!isfinite(u->stick_x) || !isfinite(u->stick_y)) return D_BAD_STICK;
+    if ((uint64_t)u->tick > (uint64_t)t + BP_MAX_CMD_LEAD) return D_BAD_TICK;
+    u->stick_x = u->stick_x < -1.0f ? -1.0f : (u->stick_x > 1.0f ? 1.0f : u->stick_x);
+    u->stick_y = u->stick_y < -1.0f ? -1.0f : (u->stick_y > 1.0f ? 1.0f : u->stick_y);
+    u->buttons &= BP_BTN_MASK;
+    return 0;
+}
+
+static void note_seq(BpClient *c, const UserCmd *u, int fresh) {
+    if (fresh) {
+        c->have_seq = 1;
+        c->last_seq = u->cmd_seq;
+    } else {
+        S.dup++;
+    }
+}
+
+static void lockstep_cmd(BpArena *a, int slot, const UserCmd *u, int fresh) {
+    BpClient *c = &a->cl[slot];
+    int queued = 0;
+    if (!fresh)
+        S.dup++;
+    else if ((uint64_t)u->tick + u->repeat <= bp_sim_tick(a->sim))
+        S.stale++;
+    else if (c->qlen >= BP_CMD_QUEUE_CAP)
+        drop(D_QUEUE_FULL);
+    else {
+        c->q[(c->qhead + c->qlen) % BP_CMD_QUEUE_CAP] = *u;
+        c->qlen++;
+        queued = 1;
+    }
+    if (fresh) {
+        c->have_seq = 1;
+        c->last_seq = u->cmd_seq;
+    }
+    if (queued && ls_advance(a) > 0)
+        broadcast_snapshot(a);
+    else
+        send_snapshot(a, slot);
 }
 
 static void handle_cmd(const struct sockaddr_in *from, const uint8_t *buf) {
     UserCmd u;
     memcpy(&u, buf + sizeof(NetHeader), sizeof u);
-    int slot;
-    if (!auth(from, u.session, &slot)) return;
-    Client *c = &S.cl[slot];
-    if (u.slot != slot) { drop(D_BAD_SLOT); return; }
-    if (u.repeat < 1 || u.repeat > BP_MAX_REPEAT) { drop(D_BAD_REPEAT); return; }
-    if (!isfinite(u.stick_x) || !isfinite(u.stick_y)) { drop(D_BAD_STICK); return; }
-    uint32_t t = bp_sim_tick(S.sim);
-    if ((uint64_t)u.tick > (uint64_t)t + BP_MAX_CMD_LEAD) { drop(D_BAD_TICK); return; }
-    u.stick_x = u.stick_x < -1.0f ? -1.0f : (u.stick_x > 1.0f ? 1.0f : u.stick_x);
-    u.stick_y = u.stick_y < -1.0f ? -1.0f : (u.stick_y > 1.0f ? 1.0f : u.stick_y);
-    u.buttons &= BP_BTN_MASK;
-
+    int slot, bad;
+    BpArena *a = auth(from, u.session, &slot);
+    if (!a) return;
+    if ((bad = cmd_invalid(&u, slot, bp_sim_tick(a->sim))) != 0) {
+        drop(bad);
+        return;
+    }
+    BpClient *c = &a->cl[slot];
     int fresh = !c->have_seq || (int32_t)(u.cmd_seq - c->last_seq) > 0;
-    if (bp_sim_phase(S.sim) != BP_PHASE_PLAYING) { /* over: answer with the final snapshot */
-        if (fresh) {
-            c->have_seq = 1;
-            c->last_seq = u.cmd_seq;
-        } else {
-            S.dup++;
-        }
-        send_snapshot(slot);
+    if (bp_sim_phase(a->sim) != BP_PHASE_PLAYING) { /* over: answer with the final snapshot */
+        note_seq(c, &u, fresh);
+        send_snapshot(a, slot);
         return;
     }
-    if (S.mode == BP_MODE_LOCKSTEP) {
-        int queued = 0;
-        if (!fresh)
-            S.dup++;
-        else if ((uint64_t)u.tick + u.repeat <= t)
-            S.stale++;
-        else if (c->qlen >= QCAP)
-            drop(D_QUEUE_FULL);
-        else {
-            c->q[(c->qhead + c->qlen) % QCAP] = u;
-            c->qlen++;
-            queued = 1;
-        }
-        if (fresh) {
-            c->have_seq = 1;
-            c->last_seq = u.cmd_seq;
-        }
-        int n = queued ? ls_advance() : 0;
-        if (n > 0)
-            broadcast_snapshot();
-        else
-            send_snapshot(slot);
+    if (a->mode == BP_MODE_LOCKSTEP) {
+        lockstep_cmd(a, slot, &u, fresh);
         return;
     }
-    /* fastforward / realtime: hold the newest command */
+    note_seq(c, &u, fresh); /* fastforward / realtime: hold the newest command */
     if (fresh) {
-        c->have_seq = 1;
-        c->last_seq = u.cmd_seq;
         c->held = u;
         c->have_held = 1;
-    } else {
-        S.dup++;
     }
-    if (!playing()) send_snapshot(slot);
+    if (!playing(a)) send_snapshot(a, slot);
 }
 
 static void handle_bye(const struct sockaddr_in *from, const uint8_t *buf) {
     NetBye b;
     memcpy(&b, buf + sizeof(NetHeader), sizeof b);
     int slot;
-    if (!auth(from, b.session, &slot)) return;
-    memset(&S.cl[slot], 0, sizeof S.cl[slot]);
-    logf_("slot %d left", slot);
-    broadcast_snapshot();
+    BpArena *a = auth(from, b.session, &slot);
+    if (a) client_leave(a, slot, "left");
+}
+
+/* 0 if a RESET may set this cpu_level in arena a, else the ERROR text */
+static const char *reset_refusal(const BpArena *a, int lvl) {
+    if (!valid_cpu_level(lvl)) return "bad cpu_level";
+    if (lvl >= BP_CPU_LEVEL_MIN && lvl <= BP_CPU_LEVEL_MAX && a->cl[1].active) return "slot 1 held by a client";
+    return NULL;
 }
 
 static void handle_reset(const struct sockaddr_in *from, const uint8_t *buf) {
     NetReset r;
     memcpy(&r, buf + sizeof(NetHeader), sizeof r);
-    int slot = find_client(from);
-    if (slot < 0) { drop(D_NOT_JOINED); return; }
-    if (r.session != S.cl[slot].session) {
+    int slot;
+    BpArena *a = bp_arena_by_addr(S.arenas, from, &slot);
+    if (!a) { drop(D_NOT_JOINED); return; }
+    if (r.session != a->cl[slot].session) {
         drop(D_BAD_SESSION);
-        send_error(from, BP_ERR_BAD_SESSION, "bad session");
+        send_error(from, a, BP_ERR_BAD_SESSION, "bad session");
         return;
     }
-    int lvl = r.cpu_level;
-    int valid = lvl == BP_CPU_KEEP || lvl == BP_CPU_NONE || (lvl >= BP_CPU_LEVEL_MIN && lvl <= BP_CPU_LEVEL_MAX);
-    if (!valid || (lvl >= BP_CPU_LEVEL_MIN && lvl <= BP_CPU_LEVEL_MAX && S.cl[1].active)) {
+    a->cl[slot].last_rx_ns = S.now;
+    note_arena(a);
+    if (a->have_reset && r.nonce == a->reset_nonce) { /* a retry: already applied */
+        S.reset_retries++;
+        send_snapshot(a, slot);
+        return;
+    }
+    const char *why = reset_refusal(a, r.cpu_level);
+    if (why) {
         drop(D_BAD_REQUEST);
-        send_error(from, BP_ERR_BAD_REQUEST, valid ? "slot 1 held by a client" : "bad cpu_level");
+        send_error(from, a, BP_ERR_BAD_REQUEST, why);
         return;
     }
-    S.seed = r.seed;
-    set_cpu(lvl);
-    start_match(r.seed, S.match_id + 1);
-    logf_("reset by slot %d: match %u seed %u cpu %d", slot, S.match_id, r.seed, S.cpu_level);
-    if (S.mode == BP_MODE_LOCKSTEP) ls_advance(); /* no-op: queues are empty */
-    broadcast_snapshot();
+    a->seed = r.seed;
+    set_cpu(a, r.cpu_level);
+    bp_arena_refresh(S.arenas, a); /* the CPU's slot may have opened or closed */
+    start_match(a, r.seed, a->match_id + 1);
+    a->have_reset = 1;
+    a->reset_nonce = r.nonce;
+    logf_("arena %u: reset by slot %d: match %u seed %u cpu %d", a->id, slot, a->match_id, r.seed, a->cpu_level);
+    if (a->mode == BP_MODE_LOCKSTEP) ls_advance(a); /* no-op: queues are empty */
+    broadcast_snapshot(a);
 }
 
-static void handle_packet(const struct sockaddr_in *from, const uint8_t *buf, size_t len) {
+/* ------------------------------------------------------------ one datagram */
+/* the payload size of a server-bound type, or 0 */
+static size_t payload_size(uint8_t type) {
+    switch (type) {
+    case BP_PKT_HELLO: return sizeof(NetHello);
+    case BP_PKT_CMD: return sizeof(UserCmd);
+    case BP_PKT_BYE: return sizeof(NetBye);
+    case BP_PKT_RESET: return sizeof(NetReset);
+    default: return 0;
+    }
+}
+
+/* another version: dropped; a v1 HELLO learns why, in v1 framing */
+static void other_version(const struct sockaddr_in *from, const NetHeader *h, size_t len) {
+    drop(D_BAD_VERSION);
+    if (h->version == PROTO_V1 && h->type == BP_PKT_HELLO && len == V1_HELLO_BYTES)
+        send_error_v(from, NULL, BP_ERR_VERSION, "protocol v1; server speaks v2", PROTO_V1);
+}
+
+static void handle_packet(const BpRxMsg *m) {
     S.rx++;
-    if (len < sizeof(NetHeader)) { drop(D_BAD_LEN); return; }
+    if (!m->from_ipv4 || m->len < sizeof(NetHeader)) { drop(D_BAD_LEN); return; }
     NetHeader h;
-    memcpy(&h, buf, sizeof h);
+    memcpy(&h, m->buf, sizeof h);
     if (h.magic != BP_MAGIC) { drop(D_BAD_MAGIC); return; }
-    if (h.version != BP_PROTO_VERSION) { drop(D_BAD_VERSION); return; }
-    size_t want;
+    if (h.version != BP_PROTO_VERSION) { other_version(&m->from, &h, m->len); return; }
+    size_t want = payload_size(h.type);
+    if (want == 0) { drop(D_BAD_TYPE); return; }
+    if (m->len != sizeof(NetHeader) + want) { drop(D_BAD_LEN); return; }
     switch (h.type) {
-    case BP_PKT_HELLO:
-        want = sizeof(NetHello);
-        break;
-    case BP_PKT_CMD:
-        want = sizeof(UserCmd);
-        break;
-    case BP_PKT_BYE:
-        want = sizeof(NetBye);
-        break;
-    case BP_PKT_RESET:
-        want = sizeof(NetReset);
-        break;
-    default:
-        { drop(D_BAD_TYPE); return; }
-    }
-    if (len != sizeof(NetHeader) + want) { drop(D_BAD_LEN); return; }
-    switch (h.type) {
-    case BP_PKT_HELLO:
-        handle_hello(from, buf);
-        break;
-    case BP_PKT_CMD:
-        handle_cmd(from, buf);
-        break;
-    case BP_PKT_BYE:
-        handle_bye(from, buf);
-        break;
-    default:
-        handle_reset(from, buf);
-        break;
+    case BP_PKT_HELLO: handle_hello(&m->from, m->buf); break;
+    case BP_PKT_CMD: handle_cmd(&m->from, m->buf); break;
+    case BP_PKT_BYE: handle_bye(&m->from, m->buf); break;
+    default: handle_reset(&m->from, m->buf); break;
     }
 }
 
-/* ------------------------------------------------------------ free-running tick */
-static void ff_tick(void) {
+/* ------------------------------------------------------------ free-running arenas */
+static void ff_tick(BpArena *a) {
     BpInput in[2] = {{0, 0, 0}, {0, 0, 0}};
     for (int i = 0; i < 2; i++) {
-        Client *c = &S.cl[i];
+        BpClient *c = &a->cl[i];
         if (c->active && c->have_held) {
             in[i] = (BpInput){c->held.stick_x, c->held.stick_y, c->held.buttons};
             c->ack = c->held.cmd_seq;
         }
     }
-    if (S.cpu && !S.cl[1].active) in[1] = bp_cpu_think(S.cpu, S.sim, 1);
-    bp_sim_step(S.sim, in);
-    broadcast_snapshot();
+    if (a->cpu && !a->cl[1].active) in[1] = bp_cpu_think(a->cpu, a->sim, 1);
+    bp_sim_step(a->sim, in);
+    broadcast_snapshot(a);
 }
 
-/* ------------------------------------------------------------ serving */
-/* Wait until the socket is readable, at most wait_ns; with spin, first
- * busy-poll until spin_until.  1 = readable, 0 = timeout or signal, -1 = error. */
-static int wait_readable(int64_t wait_ns, int spin, int64_t spin_until) {
-    struct timespec ts;
-    ts.tv_sec = (time_t)(wait_ns / 1000000000LL);
-    ts.tv_nsec = (long)(wait_ns % 1000000000LL);
-    struct pollfd pfd = {S.fd, POLLIN, 0};
-    int pr = 0;
-    if (spin) {
-        while ((pr = poll(&pfd, 1, 0)) == 0 && now_ns() < spin_until) {
+/* the ticks due now (period 0 = unpaced: one per loop iteration) */
+static void run_due_ticks(BpArena *a) {
+    if (a->period_ns == 0) {
+        ff_tick(a);
+        return;
+    }
+    int burst = 0;
+    while (playing(a) && S.now >= a->next_tick_ns && burst < MAX_TICK_BURST) {
+        ff_tick(a);
+        a->next_tick_ns += a->period_ns;
+        burst++;
+    }
+    if (S.now - a->next_tick_ns > RESYNC_PERIODS * a->period_ns) a->next_tick_ns = S.now; /* far behind */
+}
+
+/* tick every playing free-running arena that is due; returns when the next
+ * tick is due (INT64_MAX: none is playing) */
+static int64_t tick_free_arenas(void) {
+    static const int FREE_MODES[] = {BP_MODE_REALTIME, BP_MODE_FASTFORWARD};
+    int64_t due = INT64_MAX;
+    for (int m = 0; m < 2; m++) {
+        for (BpArena *a = bp_arena_first(S.arenas, FREE_MODES[m]); a; a = bp_arena_next(S.arenas, a)) {
+            if (!playing(a)) continue;
+            run_due_ticks(a);
+            int64_t next = a->period_ns ? a->next_tick_ns : S.now;
+            if (playing(a) && next < due) due = next;
         }
     }
-    if (pr == 0) pr = ppoll(&pfd, 1, &ts, NULL);
-    if (pr < 0 && errno != EINTR) {
-        perror("ppoll");
-        return -1;
-    }
-    return pr > 0 && (pfd.revents & POLLIN) ? 1 : 0;
+    return due;
 }
 
-/* handle up to RX_BURST queued datagrams */
-static void drain_socket(void) {
-    static uint8_t rbuf[2048];
-    for (int k = 0; k < RX_BURST; k++) {
-        struct sockaddr_in from;
-        socklen_t fl = sizeof from;
-        ssize_t n = recvfrom(S.fd, rbuf, sizeof rbuf, 0, (struct sockaddr *)&from, &fl);
-        if (n < 0) break;
-        if (fl < sizeof from || from.sin_family != AF_INET) {
-            S.rx++;
-            drop(D_BAD_LEN);
-            continue;
+/* ------------------------------------------------------------ chores */
+/* remove every client silent for longer than the timeout */
+static void sweep_timeouts(void) {
+    for (int m = 0; m < BP_ARENA_MODES; m++) {
+        BpArena *next;
+        for (BpArena *a = bp_arena_first(S.arenas, m); a; a = next) {
+            next = bp_arena_next(S.arenas, a);
+            for (int s = 0; s < BP_ARENA_SLOTS && a->id; s++) {
+                if (a->cl[s].active && S.now - a->cl[s].last_rx_ns > S.timeout_ns) {
+                    S.clients_timed_out++;
+                    client_leave(a, s, "timed out");
+                }
+            }
         }
-        handle_packet(&from, rbuf, (size_t)n);
     }
 }
 
-static void stats_if_asked(void) {
+/* stats on request, the parent check, client timeouts.  Returns when the next
+ * chore is due, or -1 once the parent is gone. */
+static int64_t chores(void) {
     if (g_stats) {
         g_stats = 0;
         print_stats();
     }
-}
-
-/* 0 once the parent process is gone (checked every PARENT_CHECK_NS) */
-static int parent_alive(int64_t now, int64_t *last_check) {
-    if (now - *last_check > PARENT_CHECK_NS) {
-        *last_check = now;
+    if (S.now >= S.next_parent_check) {
+        S.next_parent_check = S.now + PARENT_CHECK_NS;
         if (getppid() != S.ppid) {
             logf_("parent died, exiting");
-            return 0;
+            return -1;
         }
     }
-    return 1;
+    int64_t next = S.next_parent_check;
+    if (S.timeout_ns > 0 && bp_arenas_count(S.arenas) > 0) {
+        if (S.now >= S.next_sweep) {
+            sweep_timeouts();
+            S.next_sweep = S.now + S.sweep_ns;
+        }
+        if (S.next_sweep < next) next = S.next_sweep;
+    }
+    return next;
 }
 
-/* lockstep: the sim advances only inside the packet handlers */
-static void serve_lockstep(void) {
-    int64_t last_parent_check = now_ns();
-    int64_t last_rx_ns = 0;
+/* ------------------------------------------------------------ serving */
+/* block until the socket is readable or `until` (monotonic ns); 0, or -1 on error */
+static int block_until(int64_t until) {
+    int64_t wait = until - now_ns();
+    if (wait <= 0) return 0;
+    struct timespec ts = {(time_t)(wait / NS_PER_S), (long)(wait % NS_PER_S)};
+    struct pollfd pfd = {S.fd, POLLIN, 0};
+    if (ppoll(&pfd, 1, &ts, NULL) < 0 && errno != EINTR) {
+        perror("ppoll");
+        return -1;
+    }
+    return 0;
+}
+
+/* one loop: free-running ticks, chores, one batch of datagrams, then spin or
+ * block.  The sim of a lockstep arena advances only inside the handlers. */
+static void serve(void) {
+    int64_t last_rx = 0;
+    int heard = 0;
     while (!g_stop) {
-        int r = wait_readable(IDLE_WAIT_NS, S.spin_ns > 0, last_rx_ns + S.spin_ns);
-        if (r < 0) break;
-        if (r > 0) {
-            drain_socket();
-            last_rx_ns = now_ns();
+        S.now = now_ns();
+        int64_t due = tick_free_arenas();
+        int64_t chore = chores();
+        bp_udp_flush(&S.udp);
+        if (chore < 0) break;
+        int n = bp_udp_recv(&S.udp);
+        if (n < 0) {
+            perror("recvmmsg");
+            break;
         }
-        stats_if_asked();
-        if (!parent_alive(now_ns(), &last_parent_check)) break;
-    }
-}
-
-/* free-run: the ticks due at `now` (period 0 = unpaced: one per wake-up) */
-static void run_due_ticks(int64_t period, int64_t now) {
-    if (period == 0) {
-        ff_tick();
-        return;
-    }
-    int burst = 0;
-    while (playing() && now >= g_next_tick_ns && burst < MAX_TICK_BURST) {
-        ff_tick();
-        g_next_tick_ns += period;
-        burst++;
-    }
-    if (now - g_next_tick_ns > RESYNC_PERIODS * period) g_next_tick_ns = now; /* fell far behind */
-}
-
-/* fastforward / realtime: tick on the clock, handle datagrams in between */
-static void serve_free_run(void) {
-    const int64_t period = S.speed > 0.0 ? (int64_t)(1e9 / (BP_TICK_HZ * S.speed)) : 0;
-    int64_t last_parent_check = now_ns();
-    while (!g_stop) {
-        int64_t wait_ns = IDLE_WAIT_NS;
-        if (playing()) {
-            wait_ns = g_next_tick_ns - now_ns();
-            if (wait_ns < 0) wait_ns = 0;
+        for (int i = 0; i < n; i++) handle_packet(&S.udp.rx[i]);
+        bp_udp_flush(&S.udp);
+        if (n > 0) {
+            last_rx = S.now;
+            heard = 1;
+            continue;
         }
-        int r = wait_readable(wait_ns, 0, 0);
-        if (r < 0) break;
-        if (r > 0) drain_socket();
-        stats_if_asked();
-        int64_t now = now_ns();
-        if (playing()) run_due_ticks(period, now);
-        if (!parent_alive(now, &last_parent_check)) break;
+        if (heard && S.spin_ns > 0 && S.now - last_rx < S.spin_ns) continue; /* busy-poll */
+        if (block_until(due < chore ? due : chore) < 0) break;
     }
 }
 
@@ -716,23 +899,30 @@ static void serve_free_run(void) {
 static void usage(FILE *f, const char *argv0) {
     fprintf(f,
             "usage: %s --port N [--host 127.0.0.1] [--mode lockstep|fastforward|realtime]\n"
-            "          [--speed X] [--cpu-level L] [--seed N] [--spin-us N] [--quiet]\n",
+            "          [--speed X] [--cpu-level L] [--seed N] [--spin-us N]\n"
+            "          [--max-arenas N] [--client-timeout S] [--quiet]\n",
             argv0);
 }
 
 static int help(const char *argv0) {
     usage(stdout, argv0);
-    fputs("The BRAWLPIT UDP game server (docs/protocol.md).  Prints `listening <port>` once bound.\n"
-          "  --port N       UDP port, 0..65535; 0 lets the kernel choose (required)\n"
-          "  --host A       IPv4 address to bind (default 127.0.0.1)\n"
-          "  --mode M       lockstep (default), fastforward or realtime\n"
-          "  --speed X      fastforward pace in multiples of 60 Hz, 0 = unpaced (default 1)\n"
-          "  --cpu-level L  0 = no CPU (default); 1..8 = the built-in CPU takes slot 1\n"
-          "  --seed N       seed of the first match (decimal, 0x hex or 0 octal; default 0)\n"
-          "  --spin-us N    lockstep: busy-poll up to N us for the next command, 0..100000\n"
-          "                 (default 0: always block)\n"
-          "  --quiet        no log lines on stderr (the stats line is still printed)\n"
-          "  -h, --help     print this help and exit\n",
+    fputs("The BRAWLPIT UDP game server (docs/protocol.md): many matches (arenas) in one\n"
+          "process.  Prints `listening <port>` once bound.\n"
+          "  --port N            UDP port, 0..65535; 0 lets the kernel choose (required)\n"
+          "  --host A            IPv4 address to bind (default 127.0.0.1)\n"
+          "  --mode M            arenas' default mode: lockstep (default), fastforward, realtime\n"
+          "  --speed X           default fastforward pace in multiples of 60 Hz, 0 = unpaced\n"
+          "                      (default 1)\n"
+          "  --cpu-level L       default CPU: 0 = none (default); 1..8 = the built-in CPU in slot 1\n"
+          "  --seed N            default seed of an arena's first match (decimal, 0x hex or 0\n"
+          "                      octal; default 0)\n"
+          "  --spin-us N         busy-poll up to N us after the last datagram before blocking,\n"
+          "                      0..100000 (default 0: always block)\n"
+          "  --max-arenas N      concurrent arenas, 1..4096 (default 64); more are refused\n"
+          "  --client-timeout S  seconds of silence before a client loses its slot, may be\n"
+          "                      fractional; 0 = never (default 120)\n"
+          "  --quiet             no log lines on stderr (the stats line is still printed)\n"
+          "  -h, --help          print this help and exit\n",
           stdout);
     return ARGS_HELP;
 }
@@ -744,46 +934,73 @@ static int parse_mode(const char *v) {
     return -1;
 }
 
-/* one option with its value into S / host / port; 0, or -1 if invalid */
-static int parse_option(const char *a, const char *v, const char **host, long *port) {
+/* v as a whole decimal integer in [lo, hi]: 0, or -1 */
+static int parse_long(const char *v, long lo, long hi, long *out) {
     char *end = NULL;
-    if (!strcmp(a, "--port")) {
-        *port = strtol(v, &end, 10);
-        return (*end || *port < 0 || *port > 65535) ? -1 : 0;
+    errno = 0;
+    *out = strtol(v, &end, 10);
+    return (end == v || *end || errno || *out < lo || *out > hi) ? -1 : 0;
+}
+
+/* v as a finite number in [lo, hi]: 0, or -1 */
+static int parse_double(const char *v, double lo, double hi, double *out) {
+    char *end = NULL;
+    *out = strtod(v, &end);
+    return (end == v || *end || !(*out >= lo) || !(*out <= hi)) ? -1 : 0;
+}
+
+/* one option of the arenas' defaults or limits into S: 0, -1 (invalid), 1 (not one of them) */
+static int parse_arena_option(const char *a, const char *v) {
+    long l;
+    double d;
+    if (!strcmp(a, "--mode")) return (S.def.mode = parse_mode(v)) < 0 ? -1 : 0;
+    if (!strcmp(a, "--speed")) return parse_double(v, 0.0, SPEED_MAX, &S.def.speed);
+    if (!strcmp(a, "--cpu-level")) {
+        if (parse_long(v, 0, BP_CPU_LEVEL_MAX, &l) != 0) return -1;
+        S.def.cpu_level = (int)l;
+        return 0;
     }
+    if (!strcmp(a, "--seed")) {
+        char *end = NULL;
+        S.def.seed = (uint32_t)strtoul(v, &end, 0);
+        return (end == v || *end) ? -1 : 0;
+    }
+    if (!strcmp(a, "--max-arenas")) {
+        if (parse_long(v, 1, BP_MAX_ARENAS, &l) != 0) return -1;
+        S.max_arenas = (int)l;
+        return 0;
+    }
+    if (!strcmp(a, "--client-timeout")) {
+        if (parse_double(v, 0.0, CLIENT_TIMEOUT_MAX_S, &d) != 0) return -1;
+        S.timeout_ns = (int64_t)(d * (double)NS_PER_S);
+        return 0;
+    }
+    return 1;
+}
+
+/* one option with its value into S / host / port; 0, or -1 if unknown or invalid */
+static int parse_option(const char *a, const char *v, const char **host, long *port) {
+    long l;
+    int r = parse_arena_option(a, v);
+    if (r <= 0) return r;
+    if (!strcmp(a, "--port")) return parse_long(v, 0, 65535, port);
     if (!strcmp(a, "--host")) {
         *host = v;
         return 0;
     }
-    if (!strcmp(a, "--mode")) {
-        S.mode = parse_mode(v);
-        return S.mode < 0 ? -1 : 0;
-    }
-    if (!strcmp(a, "--speed")) {
-        S.speed = strtod(v, &end);
-        return (*end || !(S.speed >= 0.0) || S.speed > 1e6) ? -1 : 0;
-    }
     if (!strcmp(a, "--spin-us")) {
-        long us = strtol(v, &end, 10);
-        S.spin_ns = (int64_t)us * 1000;
-        return (*end || us < 0 || us > 100000) ? -1 : 0;
-    }
-    if (!strcmp(a, "--cpu-level")) {
-        long l = strtol(v, &end, 10);
-        S.cpu_level = (int)l;
-        return (*end || l < 0 || l > BP_CPU_LEVEL_MAX) ? -1 : 0;
-    }
-    if (!strcmp(a, "--seed")) {
-        S.seed = (uint32_t)strtoul(v, &end, 0);
-        return *end ? -1 : 0;
+        if (parse_long(v, 0, SPIN_US_MAX, &l) != 0) return -1;
+        S.spin_ns = (int64_t)l * 1000;
+        return 0;
     }
     return -1;
 }
 
 /* 0, ARGS_HELP after printing the help, or 2 after printing the usage */
 static int parse_args(int argc, char **argv, const char **host, long *port) {
-    S.mode = BP_MODE_LOCKSTEP;
-    S.speed = 1.0;
+    S.def = (ArenaCfg){BP_MODE_LOCKSTEP, 0, 0, 1.0};
+    S.max_arenas = DEFAULT_MAX_ARENAS;
+    S.timeout_ns = (int64_t)(CLIENT_TIMEOUT_S * (double)NS_PER_S);
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return help(argv[0]);
         if (!strcmp(argv[i], "--quiet")) {
@@ -800,7 +1017,9 @@ static int parse_args(int argc, char **argv, const char **host, long *port) {
         usage(stderr, argv[0]);
         return 2;
     }
-    if (S.mode == BP_MODE_REALTIME) S.speed = 1.0;
+    S.sweep_ns = S.timeout_ns / 4;
+    if (S.sweep_ns > SWEEP_MAX_NS) S.sweep_ns = SWEEP_MAX_NS;
+    if (S.sweep_ns < SWEEP_MIN_NS) S.sweep_ns = SWEEP_MIN_NS;
     return 0;
 }
 
@@ -844,15 +1063,17 @@ static int open_socket(const char *host, long port, unsigned *bound) {
     return 0;
 }
 
-/* session tokens: unpredictable, not part of the deterministic match */
-static void seed_tokens(void) {
-    S.tok_rng = (uint32_t)now_ns() ^ ((uint32_t)getpid() << 16) ^ 0xA5A5F00Du;
-    if (!S.tok_rng) S.tok_rng = 1;
-    for (int i = 0; i < 8; i++) bp_xorshift32(&S.tok_rng);
-}
-
-static const char *mode_name(int mode) {
-    return mode == BP_MODE_LOCKSTEP ? "lockstep" : (mode == BP_MODE_FASTFORWARD ? "fastforward" : "realtime");
+/* entropy for session tokens and the address hash: /dev/urandom, else the
+ * clock and the pid (tokens are not part of the deterministic match) */
+static uint64_t entropy(void) {
+    uint64_t e = (uint64_t)now_ns() ^ ((uint64_t)getpid() << 32) ^ 0xA5A5F00Dull;
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        uint64_t r = 0;
+        if (read(fd, &r, sizeof r) == (ssize_t)sizeof r) e ^= r;
+        close(fd);
+    }
+    return e;
 }
 
 int main(int argc, char **argv) {
@@ -869,26 +1090,26 @@ int main(int argc, char **argv) {
     prctl(PR_SET_TIMERSLACK, 1000UL);
     install_signals();
     if ((rc = open_socket(host, port, &bound)) != 0) return rc;
-
-    seed_tokens();
+    S.arenas = bp_arenas_create(S.max_arenas, entropy());
+    if (!S.arenas) {
+        fprintf(stderr, "brawlpit_server: out of memory for %d arenas\n", S.max_arenas);
+        return 1;
+    }
+    bp_udp_init(&S.udp, S.fd);
+    S.now = now_ns();
     S.err_tokens = ERR_RATE;
-    S.err_last = now_s();
-    S.sim = bp_sim_create();
-    if (!S.sim) return 1;
-    if (S.cpu_level > 0 && set_cpu(S.cpu_level) != 0) return 1;
-    start_match(S.seed, 1);
+    S.err_last = (double)S.now / (double)NS_PER_S;
+    S.next_parent_check = S.now + PARENT_CHECK_NS;
 
     printf("listening %u\n", bound);
     fflush(stdout);
-    logf_("mode %s speed %g cpu %d seed %u", mode_name(S.mode), S.speed, S.cpu_level, S.seed);
-    g_next_tick_ns = now_ns();
-    if (S.mode == BP_MODE_LOCKSTEP)
-        serve_lockstep();
-    else
-        serve_free_run();
+    logf_("defaults: mode %s speed %g cpu %d seed %u; max arenas %d, client timeout %gs, spin %lld us",
+          mode_name(S.def.mode), S.def.speed, S.def.cpu_level, S.def.seed, S.max_arenas,
+          (double)S.timeout_ns / (double)NS_PER_S, (long long)(S.spin_ns / 1000));
+    serve();
+    bp_udp_flush(&S.udp);
     print_stats();
-    bp_cpu_destroy(S.cpu);
-    bp_sim_destroy(S.sim);
+    bp_arenas_destroy(S.arenas);
     close(S.fd);
     return 0;
 }
