@@ -108,7 +108,7 @@ def breakdown(prof: cProfile.Profile, wall: float) -> dict[str, float]:
     total = sum(v[2] for v in st.stats.values())  # type: ignore[attr-defined]
     env = _cum(st, "step_wait", "brawlkit/env/vecenv.py")
     wait = _cum(st, "_wait", "brawlkit/env/brawlpit.py")
-    obs = _cum(st, "build_observation", "brawlkit/env/observation.py")
+    obs = _cum(st, "build_input", "brawlkit/env/observation.py")
     rew = _cum(st, "__call__", "brawlkit/env/rewards.py")
     send = _cum(st, "step_send", "brawlkit/env/brawlpit.py")
     fwd = _cum(st, "forward", "stable_baselines3/common/policies.py")

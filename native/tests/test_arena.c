@@ -12,18 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int g_fail, g_pass;
-#define CHECK(cond, ...)                                                   \
-    do {                                                                   \
-        if (cond) {                                                        \
-            g_pass++;                                                      \
-        } else {                                                           \
-            g_fail++;                                                      \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                  \
-            fputc('\n', stderr);                                           \
-        }                                                                  \
-    } while (0)
+#include "check.h"
 
 #define ENTROPY 0x1234567890ABCDEFull
 
@@ -198,6 +187,5 @@ int main(void) {
     test_any();
     test_hash_model();
     test_sessions();
-    printf("test_arena: %d passed, %d failed\n", g_pass, g_fail);
-    return g_fail ? 1 : 0;
+    return check_report("test_arena");
 }

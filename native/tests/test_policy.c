@@ -14,16 +14,7 @@
 
 #include "policy.h"
 
-static int failures = 0;
-#define CHECK(cond, ...)                                                     \
-    do {                                                                     \
-        if (!(cond)) {                                                       \
-            failures++;                                                      \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);             \
-            fprintf(stderr, __VA_ARGS__);                                    \
-            fprintf(stderr, "\n");                                           \
-        }                                                                    \
-    } while (0)
+#include "check.h"
 
 static void put32(uint8_t *p, uint32_t v)
 {
@@ -447,10 +438,5 @@ int main(void)
     test_decode();
     free(v1);
     free(v2);
-    if (failures) {
-        fprintf(stderr, "test_policy: %d failure(s)\n", failures);
-        return 1;
-    }
-    printf("test_policy: all checks passed\n");
-    return 0;
+    return check_report("test_policy");
 }

@@ -10,18 +10,7 @@
 
 #include "cpu.h"
 
-static int g_fail, g_pass;
-#define CHECK(cond, ...)                                                   \
-    do {                                                                   \
-        if (cond) {                                                        \
-            g_pass++;                                                      \
-        } else {                                                           \
-            g_fail++;                                                      \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                  \
-            fputc('\n', stderr);                                           \
-        }                                                                  \
-    } while (0)
+#include "check.h"
 
 static uint32_t trng = 12345u;
 static uint32_t tr(void) { return rng_next(&trng); }
@@ -414,6 +403,5 @@ int main(void) {
     test_side_special_lag();
     test_recovery();
     test_sanitize();
-    printf("test_sim: %d passed, %d failed\n", g_pass, g_fail);
-    return g_fail ? 1 : 0;
+    return check_report("test_sim");
 }
