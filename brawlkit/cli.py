@@ -16,9 +16,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("brawlkit.training.cli", "train one league role with PPO over real packets"),
     "eval": ("brawlkit.training.evaluate", "play a checkpoint against an opponent, print win/draw/loss"),
     "export": ("brawlkit.export.cli", "export a PPO checkpoint's actor to a .bpw blob"),
+    "league": ("brawlkit.league.run", "run the league: every role training concurrently on one directory"),
     "parity": ("brawlkit.tools.parity", "C vs Python observation parity over N states"),
     "parena": ("brawlkit.parena.cli", "PARENA decision-language compiler (compile FILE --emit c|py)"),
     "cputable": ("brawlkit.tools.cputable", "built-in CPU level-vs-level win-rate table"),
+    "elo": ("brawlkit.league.elo_cli", "league ratings: Elo (live, replayed from the match log) and Bradley-Terry"),
 }
 BENCHES: dict[str, str] = {
     "env": "brawlkit.bench.env",

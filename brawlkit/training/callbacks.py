@@ -1,6 +1,7 @@
 """The SB3 callback of a training run: feeds the opponent sampler, logs play.
 
-Every env's finished episode -> ``sampler.record(info["opponent"], info["outcome"])``;
+Every env's finished episode -> ``sampler.record(info["opponent"], info["outcome"])``
+(and ``on_episode(opponent, outcome, ticks)``: the league's match log);
 reward tiers summed per episode (``reward/<tier>``, averaged over the episodes
 that ended in the rollout); spam fraction per episode from the actions actually
 sent (``play/spam_fraction``); the sampler's own numbers (``curriculum/<key>``).
@@ -22,9 +23,10 @@ class TrainCallback(BaseCallback):
     the sampler, so the next pick is pushed to the env whose episode ended."""
 
     def __init__(self, sampler: OpponentSampler, n_envs: int, push_opponents: bool = False,
-                 pbar: Any = None) -> None:
+                 pbar: Any = None, on_episode: Any = None) -> None:
         super().__init__(verbose=0)
         self.sampler = sampler
+        self.on_episode = on_episode  # (opponent, outcome, ticks) of every finished match
         self.n = n_envs
         self.push = push_opponents
         self.pbar = pbar
@@ -54,6 +56,8 @@ class TrainCallback(BaseCallback):
         opp, outcome = info.get("opponent"), info.get("outcome")
         if opp is not None and outcome is not None:
             self.sampler.record(str(opp), str(outcome))
+            if self.on_episode is not None:
+                self.on_episode(str(opp), str(outcome), int(info.get("tick", 0)))
         self.finished.append({
             "tiers": dict(self.tier_sums[i]), "spam": spam_fraction(self.counts[i]),
             "outcome": outcome, "opponent": opp,

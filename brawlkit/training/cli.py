@@ -14,9 +14,9 @@ from brawlkit.training.config import add_config_arguments, config_from_args
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="python -m brawlkit train",
-        description="Train one league role with SB3 PPO over real UDP packets against the "
-        "built-in CPU curriculum; writes runs/<role>/<run>/gen_XXXX.zip + .json, progress CSV "
-        "and TensorBoard logs.",
+        description="Train one league role with SB3 PPO over real UDP packets, against the "
+        "built-in CPU curriculum or, with --league-dir, against the league's pool; writes "
+        "runs/<role>/<run>/gen_XXXX.zip + .json, progress CSV and TensorBoard logs.",
     )
     add_config_arguments(ap)
     run = ap.add_argument_group("the run")
@@ -25,6 +25,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--run-dir", default=None,
                      help="run directory (default runs/<role>/<time>-s<seed>)")
     run.add_argument("--runs-root", default=DEFAULT_RUNS_ROOT, help="parent of the role directories")
+    run.add_argument("--league-dir", default=None,
+                     help="train as a member of this league (docs/league.md): opponents by the "
+                     "role's PFSP over the pool, every generation registered there with its "
+                     "matches; without it, the CPU curriculum")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     run.add_argument("--json", action="store_true", help="print the result as JSON on the last line")
     return ap
@@ -41,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         res = train(cfg, run_dir=args.run_dir, runs_root=args.runs_root, resume=args.resume,
-                    progress=not args.no_progress)
+                    progress=not args.no_progress, league_dir=args.league_dir)
     except (FileNotFoundError, FileExistsError, ValueError) as e:
         print(f"train: {e}", file=sys.stderr)
         return 2

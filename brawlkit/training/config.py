@@ -77,6 +77,22 @@ class TrainConfig:
     curriculum_k: int = _opt(10, "level L+1 unlocks after winning >= half of the last K games "
                              "at level L; also the window of the sampling win rate")
     curriculum_floor: float = _opt(0.05, "minimum sampling weight of an unlocked level")
+    # --- opponents in a league (--league-dir; docs/league.md)
+    main_pfsp_share: float = _opt(0.5, "main: share of games drawn by PFSP-squared over every "
+                                  "frozen member")
+    main_exploiter_share: float = _opt(0.15, "main: share against main exploiters it struggles "
+                                       "with; the rest is self-play against its newest weights")
+    main_struggle: float = _opt(0.3, "main: a main exploiter it beats less often than this is one "
+                                "it struggles with")
+    main_selfplay_floor: float = _opt(0.3, "main: below this win rate against its newest weights, "
+                                      "self-play falls back to PFSP-variance over its history")
+    exploiter_threshold: float = _opt(0.2, "main_exploiter: below this win rate against Main's "
+                                      "newest it trains on Main's history (PFSP-variance)")
+    exploiter_reset_every: int = _opt(4, "main_exploiter: fresh weights every K generations")
+    league_exploiter_reset_p: float = _opt(0.25, "league_exploiter: probability of fresh weights "
+                                           "at each registration")
+    payoff_decay: float = _opt(0.99, "decay of the payoff record per game against an opponent "
+                               "(1 = plain counts)")
     # --- evaluation at each generation's end (the deterministic policy: what ships)
     eval_levels: tuple[int, ...] = _opt((1, 3, 5), "CPU levels evaluated at each generation's end")
     eval_episodes: int = _opt(4, "matches per evaluated level")
@@ -91,6 +107,16 @@ class TrainConfig:
                      "n_epochs", "action_repeat", "curriculum_k"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("main_pfsp_share", "main_exploiter_share", "main_struggle",
+                     "main_selfplay_floor", "exploiter_threshold", "league_exploiter_reset_p",
+                     "payoff_decay"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
+        if self.main_pfsp_share + self.main_exploiter_share > 1.0:
+            raise ValueError("main_pfsp_share + main_exploiter_share must be <= 1 (the rest is "
+                             "self-play)")
+        if self.exploiter_reset_every < 1:
+            raise ValueError(f"exploiter_reset_every must be >= 1, got {self.exploiter_reset_every}")
         if self.servers < 0:
             raise ValueError(f"servers must be >= 0 (0 = automatic), got {self.servers}")
         if self.ent_coef < 0:

@@ -60,7 +60,7 @@ class SampledPolicy:
 
 def play_episodes(
     policy: PolicyFn,
-    opponent: str = "cpu:3",
+    opponent: Any = "cpu:3",
     episodes: int = 10,
     seed: int = 0,
     envs: Sequence[Any] | None = None,
@@ -127,7 +127,7 @@ def play_episodes(
                 e.close()
         if group is not None:
             group.close()
-    return summarize(results, opponent)
+    return summarize(results, str(getattr(opponent, "label", opponent)))
 
 
 def summarize(results: list[dict[str, Any]], opponent: str) -> dict[str, Any]:
@@ -193,11 +193,17 @@ def evaluate(
     the action repeat and input layout it was trained with: the deterministic policy
     (what ships: the top-level numbers) and the sampled one (under ``"sampled"``)."""
     limit_threads()
+    if vs == "baseline":  # the league's scripted yardstick, played as a second client
+        from brawlkit.league.opponents import BaselinePolicy
+
+        opponent: Any = BaselinePolicy()
+    else:
+        opponent = vs
     det = load_policy(checkpoint)
     kw = {"action_repeat": det.meta.action_repeat, "input_layout": det.meta.input_layout}
-    res = play_episodes(det, vs, episodes, seed, n_envs=n_envs, env_kwargs=kw)
-    res["sampled"] = play_episodes(load_policy(checkpoint, sampled_seed=seed), vs, episodes, seed,
-                                   n_envs=n_envs, env_kwargs=kw)
+    res = play_episodes(det, opponent, episodes, seed, n_envs=n_envs, env_kwargs=kw)
+    res["sampled"] = play_episodes(load_policy(checkpoint, sampled_seed=seed), opponent, episodes,
+                                   seed, n_envs=n_envs, env_kwargs=kw)
     res["checkpoint"] = str(checkpoint)
     res["seed"] = seed
     res["action_repeat"] = det.meta.action_repeat
@@ -214,7 +220,9 @@ def main(argv: list[str] | None = None) -> int:
         "sampled policy (what PPO trained with), side by side.",
     )
     ap.add_argument("--checkpoint", required=True, help="SB3 checkpoint zip (e.g. runs/main/.../gen_0003.zip)")
-    ap.add_argument("--vs", default="cpu:3", help="opponent: cpu:L with L in 1..8 (default cpu:3)")
+    ap.add_argument("--vs", default="cpu:3",
+                    help="opponent: cpu:L with L in 1..8, or baseline (the league's scripted "
+                    "member; default cpu:3)")
     ap.add_argument("--episodes", type=int, default=10, help="matches to play (default 10)")
     ap.add_argument("--seed", type=int, default=0, help="match seed of episode 0; episode j uses seed+j")
     ap.add_argument("--n-envs", type=int, default=2, help="servers played in parallel (default 2)")

@@ -247,12 +247,16 @@ def selection_score(evals: dict[str, dict[str, Any]]) -> float:
 
 def train(cfg: TrainConfig | None = None, *, run_dir: str | Path | None = None,
           runs_root: str | Path = DEFAULT_RUNS_ROOT, resume: bool = False,
-          progress: bool = True) -> TrainResult:
+          progress: bool = True, league_dir: str | Path | None = None) -> TrainResult:
     """Train ``cfg.role`` for ``cfg.generations`` x ``cfg.steps_per_generation`` env steps.
 
     ``run_dir`` defaults to a fresh ``runs/<role>/<timestamp>-s<seed>``; with
     ``resume=True`` and no ``run_dir`` the role's run with the newest
     checkpoint continues (its generations, sampler state and logs).
+
+    ``league_dir``: train as a member of that league (docs/league.md) — opponents
+    from the role's PFSP sampler over the pool instead of the CPU curriculum, every
+    generation registered there (zip, ``.bpw``, record) with the matches it played.
     """
     cfg = cfg or TrainConfig()
     cfg.validate()
@@ -268,7 +272,18 @@ def train(cfg: TrainConfig | None = None, *, run_dir: str | Path | None = None,
     rdir.mkdir(parents=True, exist_ok=True)
     start_gen = int(resume_from["generation"]) + 1 if resume_from else 0
 
-    sampler = CpuCurriculum(k=cfg.curriculum_k, floor=cfg.curriculum_floor, seed=cfg.seed + start_gen)
+    league = None
+    if league_dir is not None:
+        if cfg.vec != "inproc":
+            raise ValueError("a league run needs --vec inproc: frozen opponents play in the "
+                             "trainer's process")
+        from brawlkit.league.trainee import LeagueTrainee
+
+        league = LeagueTrainee(league_dir, cfg, rdir.name, seed=cfg.seed + start_gen)
+        sampler: Any = league.sampler
+    else:
+        sampler = CpuCurriculum(k=cfg.curriculum_k, floor=cfg.curriculum_floor,
+                                seed=cfg.seed + start_gen)
     if resume_from and resume_from.get("sampler"):
         sampler.load_state_dict(resume_from["sampler"])
 
@@ -281,7 +296,9 @@ def train(cfg: TrainConfig | None = None, *, run_dir: str | Path | None = None,
         model, parent = _load_or_build(cfg, venv, rdir, resume_from)
         model.set_logger(configure(str(rdir), ["csv", "tensorboard"]))
         pbar = _progress_bar(cfg, progress)
-        callback = TrainCallback(sampler, cfg.n_envs, push_opponents=cfg.vec == "subproc", pbar=pbar)
+        callback = TrainCallback(sampler, cfg.n_envs, push_opponents=cfg.vec == "subproc", pbar=pbar,
+                                 on_episode=league.on_episode if league else None)
+        member_parent = resume_from.get("member") if resume_from else None
 
         for gen in range(start_gen, start_gen + cfg.generations):
             g0 = time.perf_counter()
@@ -307,16 +324,23 @@ def train(cfg: TrainConfig | None = None, *, run_dir: str | Path | None = None,
                 "sampler": sampler.state_dict(),
                 "eval": {k: _eval_record(v) for k, v in evals.items()},
                 "selection_score": selection_score(evals),
+                "member": league.member_id(gen) if league else None,
                 "train_seconds": round(train_s, 2),
                 "eval_seconds": round(time.perf_counter() - g0 - train_s, 2),
             })
+            if league is not None:
+                member = league.register(gen, model, zip_path, policy_meta(cfg), member_parent, evals)
+                member_parent = member.id
+                if sampler.wants_reset(gen):  # exploiters start over from fresh weights
+                    model = _fresh_weights(cfg, venv, rdir, gen)
+                    member_parent = None
             parent = zip_path.name
             result.checkpoints.append(zip_path)
             result.evals.append({"generation": gen, "steps": int(model.num_timesteps),
                                  **{k: v["win_rate"] for k, v in evals.items()},
                                  **{f"sampled_{k}": v["sampled"]["win_rate"] for k, v in evals.items()}})
             result.best_checkpoint = update_best(rdir, gen, zip_path, selection_score(evals))
-            _report(pbar, gen, int(model.num_timesteps), evals, sampler.max_level)
+            _report(pbar, gen, int(model.num_timesteps), evals, getattr(sampler, "max_level", None))
         result.total_timesteps = int(model.num_timesteps)
     finally:
         if pbar is not None:
@@ -332,12 +356,25 @@ def train(cfg: TrainConfig | None = None, *, run_dir: str | Path | None = None,
     return result
 
 
-def _report(pbar: Any, gen: int, steps: int, evals: dict[str, dict[str, Any]], level: int) -> None:
+def _fresh_weights(cfg: TrainConfig, venv: Any, rdir: Path, generation: int) -> Any:
+    """A newly initialised model (an exploiter's reset after ``generation``), seeded from
+    the run's seed and the generation so a rerun resets to the same weights, logging to
+    the same run dir."""
+    from stable_baselines3.common.logger import configure
+
+    seed = cfg.seed + 7919 * (generation + 1)
+    model = build_model(TrainConfig.from_dict({**cfg.to_dict(), "seed": seed}), venv)
+    model.set_logger(configure(str(rdir), ["csv", "tensorboard"]))
+    return model
+
+
+def _report(pbar: Any, gen: int, steps: int, evals: dict[str, dict[str, Any]],
+            level: int | None) -> None:
     """One line per generation: each level's win rate, deterministic/sampled."""
     rates = {k: f"{v['win_rate']:.2f}/{v['sampled']['win_rate']:.2f}" for k, v in evals.items()}
     if pbar is not None:
-        pbar.set_postfix(rates | {"lvl": level})
+        pbar.set_postfix(rates | ({"lvl": level} if level is not None else {}))
     else:
         print(f"gen {gen}: steps {steps} win rate deterministic/sampled "
               + " ".join(f"{k}={v}" for k, v in rates.items())
-              + f" max_level={level}", file=sys.stderr, flush=True)
+              + (f" max_level={level}" if level is not None else ""), file=sys.stderr, flush=True)

@@ -1,0 +1,95 @@
+"""The opponents a league trainee meets, as the env plays them.
+
+* the built-in CPU levels: the spec ``"cpu:L"`` — they play inside the server;
+* the scripted baseline (:class:`BaselinePolicy`): a permanent member that starts
+  at the same rating as everyone and never learns, the league's fixed yardstick;
+* frozen checkpoints (:class:`FrozenOpponent`): the member's exported ``.bpw``
+  through the numpy forward pass (no torch model per env), deterministic — the
+  same policy ``brawlpit_bot`` would play.
+
+Each is a callable ``obs -> action`` with a ``label`` (its member id), which is
+what the env reports as ``info["opponent"]`` and the payoff is keyed by.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from brawlkit.env.observation import INPUT_LAYOUTS, INPUT_NAMES, OBS_DIM, OBS_NAMES
+from brawlkit.export.actor import NumpyPolicy
+from brawlkit.league.records import BASELINE_ID, Member
+
+_I = {name: i for i, name in enumerate(OBS_NAMES)}
+
+
+class BaselinePolicy:
+    """A scripted fighter: walk at the opponent, attack in range (pressing and
+    releasing, since attacks fire on a press), shield when the opponent is close
+    and attacking-fast (closing quickly), and steer back (jump, up-special) when
+    off the stage.  Reads only the 31-value observation, so it plays in any input
+    layout (every layout starts with it)."""
+
+    label = BASELINE_ID
+    #: |relative x| (as a fraction of BP_OBS_DIST_SCALE) within which it attacks
+    ATTACK_RANGE = 0.045
+    #: closing velocity (normalised) above which a close opponent is shielded against
+    SHIELD_CLOSING = 0.5
+    #: |self x| (as a fraction of BP_OBS_POS_X_SCALE) beyond which it is off the stage (85/224)
+    STAGE_EDGE = 0.38
+
+    def __init__(self) -> None:
+        self._t = 0
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        o = np.asarray(obs, np.float32)[:OBS_DIM]
+        self._t += 1
+        a = np.full(6, -1.0, np.float32)  # stick x, y, jump, attack, special, shield
+        x, y, rel_x = o[_I["self_x"]], o[_I["self_y"]], o[_I["rel_x"]]
+        if abs(x) > self.STAGE_EDGE and y <= 0.0:  # off the stage, below its top: recover
+            a[0] = -np.sign(x)
+            a[1] = 1.0
+            a[2] = 1.0 if self._t % 2 else -1.0
+            a[4] = 1.0 if self._t % 6 == 0 else -1.0
+            return a
+        a[0] = float(np.sign(rel_x))
+        if abs(rel_x) < self.ATTACK_RANGE:
+            if o[_I["closing_vel"]] > self.SHIELD_CLOSING:
+                a[5] = 1.0
+            else:
+                a[3] = 1.0 if self._t % 2 else -1.0
+        return a
+
+
+class FrozenOpponent:
+    """A registered member playing from its ``.bpw`` (deterministic mean, clipped).
+
+    The env hands it the observation in the env's own input layout; a member trained
+    on layout 1 reads the first 31 values (every layout starts with the 31-value
+    observation).  A member whose layout this env does not provide is refused.
+    """
+
+    def __init__(self, member: Member, league_dir: str | Path, env_layout: int) -> None:
+        if member.blob is None:
+            raise ValueError(f"member {member.id} has no .bpw blob to play from")
+        self.member = member
+        self.label = member.id
+        self.policy = NumpyPolicy(Path(league_dir) / member.blob)
+        layout = self.policy.meta.input_layout
+        if layout not in INPUT_LAYOUTS:
+            raise ValueError(f"member {member.id} needs policy input layout {layout}")
+        need = INPUT_LAYOUTS[layout]
+        have = INPUT_NAMES[env_layout]
+        if INPUT_NAMES[layout] != have[:need]:
+            raise ValueError(f"member {member.id} reads input layout {layout}, which the env's "
+                             f"layout {env_layout} does not start with")
+        self._n = need
+        if self.policy.meta.action_repeat != member.settings.get("action_repeat",
+                                                                self.policy.meta.action_repeat):
+            warnings.warn(f"member {member.id}: blob and record disagree on the action repeat",
+                          stacklevel=2)
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        return self.policy.act(np.asarray(obs, np.float32)[..., :self._n])

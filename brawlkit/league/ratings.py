@@ -1,0 +1,440 @@
+"""League ratings from the match log: live Elo (replayed) and Bradley–Terry.
+
+Nothing here keeps state between runs: every rating is recomputed from the
+append-only match log (:class:`~brawlkit.league.records.MatchRecord`s, in the
+pool's replay order), so ratings survive any restart, and the whole drift of
+every member can be replayed and plotted.  Two views of the same log:
+
+* :func:`elo` — standard logistic Elo on the 400 scale, replayed match by
+  match.  It is the *live* rating: order-dependent, it follows a member that
+  improves, and a frozen member's rating keeps moving whenever it plays (its
+  opponents change, and an old checkpoint's result against a new one is news
+  about both).  Zero-sum over the whole pool, so the mean stays ``initial``.
+* :func:`bradley_terry` — the order-independent maximum-likelihood strength
+  of each member, with bootstrap confidence intervals: what a frozen member's
+  strength *is* given every game it ever played, however the log was ordered.
+
+Plus two helpers for the league's notebook: :func:`payoff_matrix` (mean score
+of row against column) and :func:`cycles` (rock-paper-scissors triples).
+docs/ratings.md documents the formulas and the choices.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from brawlkit.league.records import MatchRecord
+
+#: Elo points per unit of Bradley–Terry strength θ: 10**(ΔR/400) = exp(Δθ)
+ELO_PER_THETA = 400.0 / math.log(10.0)
+
+
+def _check_match(i: int, m: MatchRecord) -> None:
+    """A match of a member against itself would be a silent no-op in Elo and a
+    meaningless pair in BT; the pool never writes one, so it is a bug upstream."""
+    if m.a == m.b:
+        raise ValueError(f"match {i}: {m.a!r} plays itself")
+
+
+def _ordered_ids(matches: Sequence[MatchRecord], members: Sequence[str] | None) -> list[str]:
+    """``members`` first (in their order), then every other id of ``matches`` in
+    order of first appearance: one deterministic order for every table."""
+    ids: list[str] = []
+    seen: set[str] = set()
+    for mid in members or ():
+        if mid not in seen:
+            seen.add(mid)
+            ids.append(mid)
+    for m in matches:
+        for mid in (m.a, m.b):
+            if mid not in seen:
+                seen.add(mid)
+                ids.append(mid)
+    return ids
+
+
+# ======================================================================== Elo
+def elo_expected(r_a: float, r_b: float) -> float:
+    """Expected score of a rated ``r_a`` against ``r_b``: 1 / (1 + 10**((r_b − r_a)/400))."""
+    return 1.0 / (1.0 + 10.0 ** ((r_b - r_a) / 400.0))
+
+
+@dataclass(frozen=True)
+class EloStep:
+    """The ratings of both players right after match ``index`` of the log."""
+
+    index: int
+    time: float
+    a: str
+    b: str
+    rating_a: float
+    rating_b: float
+
+
+@dataclass
+class EloResult:
+    """Elo replayed over a match log.
+
+    ``ratings`` / ``games`` / ``wins`` / ``draws`` / ``losses``: per member, in
+    the order members first, then other ids by first appearance.  ``history``:
+    one :class:`EloStep` per match, in log order — enough to plot every
+    member's rating over time (:meth:`series`).
+    """
+
+    k: float
+    initial: float
+    ratings: dict[str, float] = field(default_factory=dict)
+    games: dict[str, int] = field(default_factory=dict)
+    wins: dict[str, int] = field(default_factory=dict)
+    draws: dict[str, int] = field(default_factory=dict)
+    losses: dict[str, int] = field(default_factory=dict)
+    history: list[EloStep] = field(default_factory=list)
+
+    @property
+    def ids(self) -> list[str]:
+        return list(self.ratings)
+
+    def win_rate(self, member: str) -> float | None:
+        """Wins / games (draws count as not won); None before the first game."""
+        g = self.games.get(member, 0)
+        return self.wins[member] / g if g else None
+
+    def score_rate(self, member: str) -> float | None:
+        """(wins + draws / 2) / games — the quantity Elo predicts; None before a game."""
+        g = self.games.get(member, 0)
+        return (self.wins[member] + 0.5 * self.draws[member]) / g if g else None
+
+    def ranking(self) -> list[str]:
+        """Member ids by rating, highest first (ties by id, so the order is stable)."""
+        return sorted(self.ratings, key=lambda m: (-self.ratings[m], m))
+
+    def series(self, member: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(match_index, time, rating)`` arrays after each match ``member`` played.
+
+        Before its first match a member is at ``initial``; a step plot of these
+        points over ``match_index`` (or ``time``) is its whole rating history.
+        """
+        idx, t, r = [], [], []
+        for s in self.history:
+            if s.a == member or s.b == member:
+                idx.append(s.index)
+                t.append(s.time)
+                r.append(s.rating_a if s.a == member else s.rating_b)
+        return np.asarray(idx, dtype=np.int64), np.asarray(t, dtype=float), np.asarray(r, dtype=float)
+
+
+def elo(
+    matches: Sequence[MatchRecord],
+    members: Sequence[str] | None = None,
+    k: float = 32.0,
+    initial: float = 1200.0,
+) -> EloResult:
+    """Replay standard logistic Elo over ``matches`` in the order given.
+
+    For each match, with a's score S (1 win, ½ draw, 0 loss) and
+    E = 1 / (1 + 10**((R_b − R_a)/400)): R_a += K (S − E) and
+    R_b += K ((1 − S) − (1 − E)) — exactly the opposite change, so the sum
+    of all ratings stays (number of ids) × ``initial``.  Every match updates
+    both players however old they are: a frozen checkpoint's rating keeps
+    moving whenever it plays.
+
+    ``members`` fixes the set reported from the start (e.g. the permanent
+    members that have not played yet); an id that appears only in
+    ``matches`` joins at ``initial`` when first seen.  The order is the
+    order of ``matches`` (the pool already sorts its log deterministically),
+    so the same log always gives the same ratings.
+    """
+    if not (math.isfinite(k) and k >= 0):
+        raise ValueError(f"k must be a finite number >= 0, got {k}")
+    if not math.isfinite(initial):
+        raise ValueError(f"initial must be finite, got {initial}")
+    res = EloResult(k=float(k), initial=float(initial))
+
+    def join(mid: str) -> None:
+        if mid not in res.ratings:
+            res.ratings[mid] = float(initial)
+            for d in (res.games, res.wins, res.draws, res.losses):
+                d[mid] = 0
+
+    for mid in members or ():
+        join(mid)
+    for i, m in enumerate(matches):
+        _check_match(i, m)
+        join(m.a)
+        join(m.b)
+        s = m.score
+        ra, rb = res.ratings[m.a], res.ratings[m.b]
+        e = elo_expected(ra, rb)
+        delta = k * (s - e)
+        res.ratings[m.a] = ra + delta
+        res.ratings[m.b] = rb + k * ((1.0 - s) - (1.0 - e))
+        for mid in (m.a, m.b):
+            res.games[mid] += 1
+        if m.result == "draw":
+            res.draws[m.a] += 1
+            res.draws[m.b] += 1
+        else:
+            winner, loser = (m.a, m.b) if m.result == "win" else (m.b, m.a)
+            res.wins[winner] += 1
+            res.losses[loser] += 1
+        res.history.append(EloStep(i, m.time, m.a, m.b, res.ratings[m.a], res.ratings[m.b]))
+    return res
+
+
+# ============================================================ Bradley–Terry
+@dataclass(frozen=True)
+class BTRating:
+    """One member's Bradley–Terry strength: ``rating`` on the Elo scale
+    (``initial`` + 400/ln 10 · θ), its bootstrap 95 % interval ``[lo, hi]``
+    (NaN without a bootstrap or without games), ``games`` played and the raw
+    ``theta`` (mean 0 over the members with games)."""
+
+    id: str
+    rating: float
+    lo: float
+    hi: float
+    games: int
+    theta: float
+
+
+@dataclass
+class BTResult:
+    """Bradley–Terry fit of a match log: :class:`BTRating` per member, in the
+    order members first, then other ids by first appearance."""
+
+    ratings: dict[str, BTRating]
+    initial: float
+    prior_games: float
+    bootstrap: int
+    seed: int
+    matches: int
+
+    @property
+    def ids(self) -> list[str]:
+        return list(self.ratings)
+
+    def theta(self) -> np.ndarray:
+        """θ of every member (mean 0), in :attr:`ids` order."""
+        return np.array([r.theta for r in self.ratings.values()])
+
+    def ranking(self) -> list[str]:
+        """Member ids by rating, highest first (ties by id)."""
+        return sorted(self.ratings, key=lambda m: (-self.ratings[m].rating, m))
+
+
+def _log_sigmoid(x: np.ndarray) -> np.ndarray:
+    return -np.logaddexp(0.0, -x)
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    # 0.5 (1 + tanh(x/2)) == 1/(1+e^-x) without overflow for large |x|
+    return 0.5 * (1.0 + np.tanh(0.5 * x))
+
+
+def _bt_objective(theta: np.ndarray, score: np.ndarray, prior: float) -> float:
+    """Penalised log-likelihood: Σ_ij S_ij log σ(θ_i − θ_j) plus ``prior``
+    virtual draws (½ win, ½ loss) of every member against a θ = 0 player."""
+    d = theta[:, None] - theta[None, :]
+    ll = float(np.sum(score * _log_sigmoid(d)))
+    return ll + prior * float(np.sum(0.5 * _log_sigmoid(theta) + 0.5 * _log_sigmoid(-theta)))
+
+
+def _bt_fit(
+    score: np.ndarray, games: np.ndarray, prior: float, theta0: np.ndarray | None = None,
+    tol: float = 1e-10, max_iter: int = 200,
+) -> np.ndarray:
+    """Newton's method on the penalised BT log-likelihood; θ with mean 0 over
+    the members with games (members without any are at 0, the average).
+
+    ``score[i, j]``: i's total score against j (wins + draws / 2), ``games``
+    = score + scoreᵀ.  The prior makes the objective strictly concave (the
+    negative Hessian is a weighted graph Laplacian plus a positive diagonal),
+    so the maximum is unique and finite even for a member that won or lost
+    every game, and Newton with step halving converges in a handful of steps.
+    """
+    n = score.shape[0]
+    if n == 0:
+        return np.zeros(0)
+    theta = np.zeros(n) if theta0 is None else np.array(theta0, dtype=float)
+    f = _bt_objective(theta, score, prior)
+    row_score = score.sum(axis=1)
+    for _ in range(max_iter):
+        p = _sigmoid(theta[:, None] - theta[None, :])
+        q = _sigmoid(theta)
+        grad = row_score - np.sum(games * p, axis=1) + prior * (0.5 - q)
+        w = games * p * (1.0 - p)          # symmetric, zero diagonal
+        neg_h = -w
+        neg_h[np.diag_indices(n)] = w.sum(axis=1) + prior * q * (1.0 - q)
+        step = np.linalg.solve(neg_h, grad)
+        t = 1.0
+        while True:
+            cand = theta + t * step
+            fc = _bt_objective(cand, score, prior)
+            if fc >= f - 1e-12 * max(1.0, abs(f)) or t < 1e-8:
+                break
+            t *= 0.5
+        theta, f = cand, fc
+        if float(np.max(np.abs(t * step), initial=0.0)) < tol:
+            break
+    # identifiability: mean 0 over the members that played; one without games in
+    # this data has no information beyond the prior, so it sits exactly at the average
+    played = games.sum(axis=1) > 0
+    if not played.any():
+        return np.zeros(n)
+    return np.where(played, theta - theta[played].mean(), 0.0)
+
+
+def _pair_tables(
+    ia: np.ndarray, ib: np.ndarray, s: np.ndarray, weight: np.ndarray | None, n: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(score, games) matrices of matches (ia[t], ib[t], a's score s[t]), each
+    counted ``weight[t]`` times (the bootstrap's resampling counts)."""
+    w = np.ones_like(s) if weight is None else weight.astype(float)
+    sa = np.bincount(ia * n + ib, weights=w * s, minlength=n * n).reshape(n, n)
+    sb = np.bincount(ib * n + ia, weights=w * (1.0 - s), minlength=n * n).reshape(n, n)
+    score = sa + sb
+    return score, score + score.T
+
+
+def bradley_terry(
+    matches: Sequence[MatchRecord],
+    members: Sequence[str] | None = None,
+    bootstrap: int = 200,
+    seed: int = 0,
+    prior_games: float = 1.0,
+    initial: float = 1200.0,
+) -> BTResult:
+    """Order-independent strengths: Bradley–Terry maximum likelihood.
+
+    Model: P(a beats b) = 1 / (1 + exp(−(θ_a − θ_b))); a draw counts as half a
+    win for each side.  Every member also plays ``prior_games`` virtual draws
+    against a virtual average player (θ = 0): a weak symmetric prior (one
+    game's worth of evidence by default) that keeps a member who won — or
+    lost — everything finite, and places a member without games at the
+    average, while it is negligible once a member has tens of games.  The
+    fitted θ are shifted to mean 0 over the members with games (a member
+    without any is at exactly 0, the average) and reported on the Elo scale,
+    rating = ``initial`` + 400/ln 10 · θ, so BT and Elo ratings read alike
+    (both average ``initial``).
+
+    Confidence intervals: the matches are resampled with replacement
+    ``bootstrap`` times (``numpy.random.default_rng(seed)``), each resample
+    refitted, and the 2.5 % / 97.5 % percentiles of each member's rating
+    reported as ``lo`` / ``hi`` (NaN when ``bootstrap`` is 0, and for a
+    member without games: the log says nothing about it).
+    """
+    if not (math.isfinite(prior_games) and prior_games > 0):
+        raise ValueError("prior_games must be > 0 (without a prior, a member that won or lost "
+                         f"every game has an infinite rating), got {prior_games}")
+    if bootstrap < 0:
+        raise ValueError(f"bootstrap must be >= 0, got {bootstrap}")
+    ids = _ordered_ids(matches, members)
+    index = {mid: i for i, mid in enumerate(ids)}
+    n = len(ids)
+    for i, m in enumerate(matches):
+        _check_match(i, m)
+    ia = np.array([index[m.a] for m in matches], dtype=np.int64)
+    ib = np.array([index[m.b] for m in matches], dtype=np.int64)
+    s = np.array([m.score for m in matches], dtype=float)
+    score, games = _pair_tables(ia, ib, s, None, n)
+    theta = _bt_fit(score, games, prior_games)
+    played = games.sum(axis=1)
+
+    lo = np.full(n, math.nan)
+    hi = np.full(n, math.nan)
+    if bootstrap and len(matches):
+        rng = np.random.default_rng(seed)
+        samples = np.empty((bootstrap, n))
+        for r in range(bootstrap):
+            counts = np.bincount(rng.integers(0, len(matches), len(matches)),
+                                 minlength=len(matches))
+            bs, bg = _pair_tables(ia, ib, s, counts, n)
+            samples[r] = _bt_fit(bs, bg, prior_games, theta0=theta)
+        lo, hi = np.percentile(samples, [2.5, 97.5], axis=0)
+        # no games, no interval: the data say nothing about such a member
+        lo[played == 0] = math.nan
+        hi[played == 0] = math.nan
+
+    ratings = {
+        mid: BTRating(id=mid, rating=float(initial + ELO_PER_THETA * theta[i]),
+                      lo=float(initial + ELO_PER_THETA * lo[i]),
+                      hi=float(initial + ELO_PER_THETA * hi[i]),
+                      games=int(round(played[i])), theta=float(theta[i]))
+        for i, mid in enumerate(ids)
+    }
+    return BTResult(ratings=ratings, initial=float(initial), prior_games=float(prior_games),
+                    bootstrap=int(bootstrap), seed=int(seed), matches=len(matches))
+
+
+# ============================================================ payoff, cycles
+def games_matrix(
+    matches: Sequence[MatchRecord], ids: Sequence[str] | None = None
+) -> tuple[list[str], np.ndarray]:
+    """``(ids, G)``: G[i, j] = games between ids[i] and ids[j] (either side).
+
+    ``ids`` None: every id of the log by first appearance; matches of an id
+    not in ``ids`` are left out.
+    """
+    ids = _ordered_ids(matches, None) if ids is None else list(ids)
+    _, games = _tables(matches, ids)
+    return ids, games
+
+
+def payoff_matrix(
+    matches: Sequence[MatchRecord], ids: Sequence[str] | None = None
+) -> tuple[list[str], np.ndarray]:
+    """``(ids, P)``: P[i, j] = mean score of ids[i] against ids[j] (1 win, ½ draw,
+    0 loss, whichever side of the record each played); NaN where they never
+    met (and on the diagonal).  P[i, j] + P[j, i] = 1 wherever defined.
+
+    ``ids`` None: every id of the log by first appearance; matches of an id
+    not in ``ids`` are left out.
+    """
+    ids = _ordered_ids(matches, None) if ids is None else list(ids)
+    score, games = _tables(matches, ids)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        payoff = np.where(games > 0, score / np.where(games > 0, games, 1.0), np.nan)
+    return ids, payoff
+
+
+def _tables(matches: Sequence[MatchRecord], ids: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    index = {mid: i for i, mid in enumerate(ids)}
+    if len(index) != len(ids):
+        raise ValueError("ids must be distinct")
+    kept = [m for m in matches if m.a in index and m.b in index]
+    for i, m in enumerate(kept):
+        _check_match(i, m)
+    ia = np.array([index[m.a] for m in kept], dtype=np.int64)
+    ib = np.array([index[m.b] for m in kept], dtype=np.int64)
+    s = np.array([m.score for m in kept], dtype=float)
+    return _pair_tables(ia, ib, s, None, len(ids))
+
+
+def cycles(
+    matches: Sequence[MatchRecord], ids: Sequence[str] | None = None, min_games: int = 10,
+) -> list[tuple[str, str, str]]:
+    """Rock-paper-scissors triples ``(a, b, c)``: a beats b, b beats c, c beats a.
+
+    "x beats y" means x's mean score against y (draws count half) is > 0.5
+    over at least ``min_games`` games between them — non-transitivity that a
+    single rating (Elo or BT) cannot express, and that PFSP should keep
+    alive.  Each cycle is reported once, starting with the member that comes
+    first in ``ids``; the list is in ``ids`` order.  O(n³) over the members,
+    vectorised.
+    """
+    ids, payoff = payoff_matrix(matches, ids)
+    _, games = games_matrix(matches, ids)
+    beats = (games >= max(min_games, 1)) & (np.nan_to_num(payoff, nan=0.0) > 0.5)
+    out: list[tuple[str, str, str]] = []
+    n = len(ids)
+    for i in range(n):
+        # i → j → k → i with j, k > i: each cycle once, its first member first
+        sub = beats[i + 1:, i + 1:]
+        hits = beats[i, i + 1:][:, None] & sub & beats[i + 1:, i][None, :]
+        for j, k in zip(*np.nonzero(hits), strict=True):
+            out.append((ids[i], ids[i + 1 + int(j)], ids[i + 1 + int(k)]))
+    return out

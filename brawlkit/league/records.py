@@ -1,0 +1,116 @@
+"""The league's records, as plain data: who is in the pool and what happened.
+
+A :class:`Member` is one registered player: a frozen checkpoint of a training
+role, or one of the permanent members (the scripted baseline and the built-in CPU
+levels).  A :class:`MatchRecord` is one finished match between two members.  Both
+are written as JSON (``to_json`` / ``from_json``) by the pool
+(:mod:`brawlkit.league.pool`), read back by the ratings
+(:mod:`brawlkit.league.ratings`) and by the opponent samplers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+#: training roles (docs/league.md)
+ROLES = ("main", "main_exploiter", "league_exploiter")
+#: the permanent members' roles
+PERMANENT_ROLES = ("baseline", "cpu")
+BASELINE_ID = "baseline"
+CPU_LEVELS = tuple(range(1, 9))
+
+
+def cpu_id(level: int) -> str:
+    """Member id of the built-in CPU at ``level`` (also its env opponent spec)."""
+    return f"cpu:{level}"
+
+
+def permanent_ids() -> tuple[str, ...]:
+    return (BASELINE_ID, *(cpu_id(lv) for lv in CPU_LEVELS))
+
+
+@dataclass(frozen=True)
+class Member:
+    """One player of the pool.
+
+    ``checkpoint`` / ``blob``: paths relative to the league directory of the SB3 zip
+    and the ``.bpw`` (None for permanent members).  ``settings``: how it was trained
+    (the TrainConfig dict).  ``created``: ISO-8601 UTC time of registration.
+    """
+
+    id: str
+    role: str
+    generation: int = 0
+    parent: str | None = None
+    created: str = ""
+    checkpoint: str | None = None
+    blob: str | None = None
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def permanent(self) -> bool:
+        return self.role in PERMANENT_ROLES
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Member:
+        """A member from its record; ``ValueError`` naming what is missing or wrong."""
+        if not isinstance(data, dict):
+            raise ValueError("a member record is a JSON object")
+        try:
+            m = cls(id=str(data["id"]), role=str(data["role"]),
+                    generation=int(data.get("generation", 0)), parent=data.get("parent"),
+                    created=str(data.get("created", "")), checkpoint=data.get("checkpoint"),
+                    blob=data.get("blob"), settings=dict(data.get("settings") or {}))
+        except (KeyError, TypeError) as e:
+            raise ValueError(f"member record without a valid {e}") from None
+        if m.role not in ROLES + PERMANENT_ROLES:
+            raise ValueError(f"member {m.id!r} has unknown role {m.role!r}")
+        if not m.id or "/" in m.id or m.id.startswith("."):
+            raise ValueError(f"member id {m.id!r} is not a plain name")
+        return m
+
+
+#: result codes of a match, from player a's side
+RESULTS = {"win": 1.0, "draw": 0.5, "loss": 0.0}
+
+
+@dataclass(frozen=True)
+class MatchRecord:
+    """One finished match: ``a`` against ``b``, ``result`` from a's side
+    (``win`` / ``draw`` / ``loss``), ``ticks`` played, ``time`` (epoch seconds),
+    ``source`` (who played it: ``train:<role>``, ``eval``, ``botpool``, ...)."""
+
+    time: float
+    a: str
+    b: str
+    result: str
+    ticks: int = 0
+    source: str = ""
+
+    @property
+    def score(self) -> float:
+        """a's score: 1 win, 0.5 draw, 0 loss."""
+        return RESULTS[self.result]
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> MatchRecord:
+        if not isinstance(data, dict):
+            raise ValueError("a match record is a JSON object")
+        try:
+            r = cls(time=float(data["time"]), a=str(data["a"]), b=str(data["b"]),
+                    result=str(data["result"]), ticks=int(data.get("ticks", 0)),
+                    source=str(data.get("source", "")))
+        except (KeyError, TypeError) as e:
+            raise ValueError(f"match record without a valid {e}") from None
+        if r.result not in RESULTS:
+            raise ValueError(f"match result {r.result!r} is not one of {sorted(RESULTS)}")
+        if r.a == r.b:
+            raise ValueError(f"a match of {r.a!r} against itself")
+        return r

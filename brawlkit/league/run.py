@@ -1,0 +1,145 @@
+"""``python -m brawlkit league run --league-dir DIR``: the whole league at once.
+
+Starts one ``python -m brawlkit train --role R --league-dir DIR`` child process per
+role (main, main exploiter, league exploiter by default), all on one league
+directory (the pool needs no locks: docs/league.md), shows one progress display
+(a bar per role: generations done, its latest deterministic win rates), and on
+Ctrl-C stops them cleanly: SIGINT to each child, which closes its envs and game
+servers and never leaves half a record (registrations are write-once renames).
+Every other argument after ``--`` goes to each ``train`` (e.g. ``-- --generations 10
+--steps-per-generation 100000``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from brawlkit.league.records import ROLES
+from brawlkit.wire.server import usable_cores
+
+_GEN = re.compile(r"^gen (\d+): steps (\d+) (.*)$")
+#: seconds a child gets to stop after SIGINT before SIGTERM, then SIGKILL
+STOP_GRACE_S = 30.0
+
+
+def _read(proc: subprocess.Popen[str], role: str, status: dict[str, str], log: Path,
+          bars: dict[str, object]) -> None:
+    assert proc.stderr is not None
+    with open(log, "a", encoding="utf-8") as f:
+        for line in proc.stderr:
+            f.write(line)
+            f.flush()
+            m = _GEN.match(line.strip())
+            if m:
+                status[role] = f"gen {m.group(1)}: {m.group(3)}"
+                bar = bars.get(role)
+                if bar is not None:
+                    bar.update(1)  # type: ignore[attr-defined]
+                    bar.set_postfix_str(m.group(3)[-60:])  # type: ignore[attr-defined]
+
+
+def run(league_dir: str, roles: list[str], train_args: list[str], runs_root: str,
+        progress: bool = True) -> int:
+    """Run ``roles`` concurrently; returns the worst child exit code (0 = all ended well)."""
+    Path(league_dir).mkdir(parents=True, exist_ok=True)
+    logs = Path(league_dir) / "logs"
+    logs.mkdir(exist_ok=True)
+    env = dict(os.environ)
+    if len(roles) >= usable_cores():
+        # several trainers share the cores: no game server may busy-poll one
+        env.setdefault("BRAWLKIT_SERVER_SPIN_US", "0")
+    gens = _generations(train_args)
+    bars: dict[str, object] = {}
+    if progress:
+        from tqdm.auto import tqdm
+
+        for i, role in enumerate(roles):
+            bars[role] = tqdm(total=gens, desc=f"{role:<16}", unit="gen", position=i,
+                              leave=True, file=sys.stderr)
+    procs: dict[str, subprocess.Popen[str]] = {}
+    status: dict[str, str] = {}
+    threads = []
+    try:
+        for role in roles:
+            cmd = [sys.executable, "-m", "brawlkit", "train", "--role", role, "--league-dir",
+                   league_dir, "--runs-root", runs_root, "--no-progress", *train_args]
+            procs[role] = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                           text=True, env=env)
+            t = threading.Thread(target=_read, args=(procs[role], role, status,
+                                                     logs / f"{role}.log", bars), daemon=True)
+            t.start()
+            threads.append(t)
+        while any(p.poll() is None for p in procs.values()):
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        print("\nleague: stopping the roles (SIGINT) ...", file=sys.stderr)
+        _stop(procs)
+    finally:
+        for t in threads:
+            t.join(timeout=5)
+        for bar in bars.values():
+            bar.close()  # type: ignore[attr-defined]
+    codes = {role: p.returncode for role, p in procs.items()}
+    for role, code in codes.items():
+        print(f"{role}: exit {code}; last: {status.get(role, 'no generation finished')} "
+              f"(log {logs / (role + '.log')})", file=sys.stderr)
+    return max((c for c in codes.values() if c is not None), default=0)
+
+
+def _stop(procs: dict[str, subprocess.Popen[str]]) -> None:
+    for p in procs.values():
+        if p.poll() is None:
+            p.send_signal(signal.SIGINT)
+    deadline = time.monotonic() + STOP_GRACE_S
+    for p in procs.values():
+        try:
+            p.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            p.terminate()
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+def _generations(train_args: list[str]) -> int | None:
+    for i, a in enumerate(train_args):
+        if a == "--generations" and i + 1 < len(train_args):
+            return int(train_args[i + 1])
+        if a.startswith("--generations="):
+            return int(a.split("=", 1)[1])
+    from brawlkit.training.config import TrainConfig
+
+    return TrainConfig().generations
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    train_args: list[str] = []
+    if "--" in argv:
+        k = argv.index("--")
+        argv, train_args = argv[:k], argv[k + 1:]
+    ap = argparse.ArgumentParser(prog="python -m brawlkit league", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="train every role concurrently on one league directory")
+    r.add_argument("--league-dir", required=True)
+    r.add_argument("--roles", default=",".join(ROLES),
+                   help=f"comma list of roles (default {','.join(ROLES)})")
+    r.add_argument("--runs-root", default="runs", help="where each role's run directory goes")
+    r.add_argument("--no-progress", action="store_true")
+    args = ap.parse_args(argv)
+    roles = [x.strip() for x in args.roles.split(",") if x.strip()]
+    bad = [x for x in roles if x not in ROLES]
+    if bad or not roles:
+        ap.error(f"unknown role(s) {bad}; roles are {', '.join(ROLES)}")
+    return run(args.league_dir, roles, train_args, args.runs_root, progress=not args.no_progress)

@@ -1,0 +1,81 @@
+"""One training role as a league member: it draws its opponents from the pool,
+records what happens, and registers every generation it finishes.
+
+The trainer (``brawlkit.training.ppo.train(cfg, league_dir=...)``) calls:
+
+* :attr:`sampler` — the role's opponent sampler (:mod:`brawlkit.league.roles`),
+  the env's opponent hook;
+* :meth:`on_episode` — every finished training episode (opponent, outcome,
+  ticks), buffered: the match log only ever names registered members, so the
+  buffer is written when the generation that played those matches registers;
+* :meth:`register` — after a generation is saved: export the ``.bpw``, add the
+  member (zip + blob + record) to the pool, write its buffered matches and its
+  evaluation matches against the CPU levels, refresh the sampler's pool.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from brawlkit.export.actor import actor_layers
+from brawlkit.export.bpw import PolicyMeta, pack_bpw
+from brawlkit.league.pool import LeagueDir
+from brawlkit.league.records import MatchRecord, Member, cpu_id
+from brawlkit.league.roles import SAMPLERS, LeagueSampler
+
+
+class LeagueTrainee:
+    """The league side of one training run of ``cfg.role`` (see the module docstring)."""
+
+    def __init__(self, league_dir: str | Path, cfg: Any, run_name: str, seed: int) -> None:
+        self.pool = LeagueDir(league_dir)
+        self.cfg = cfg
+        self.run_name = run_name
+        kw: dict[str, Any] = {"seed": seed, "payoff_decay": cfg.payoff_decay}
+        if cfg.role == "main":
+            kw.update(pfsp_share=cfg.main_pfsp_share, exploiter_share=cfg.main_exploiter_share,
+                      struggle=cfg.main_struggle, selfplay_floor=cfg.main_selfplay_floor)
+        elif cfg.role == "main_exploiter":
+            kw.update(threshold=cfg.exploiter_threshold, reset_every=cfg.exploiter_reset_every)
+        else:
+            kw.update(reset_p=cfg.league_exploiter_reset_p)
+        self.sampler: LeagueSampler = SAMPLERS[cfg.role](
+            self.pool.path, cfg.input_layout, cfg.action_repeat, **kw)
+        self.sampler.refresh(self.pool.members())
+        self.writer = self.pool.writer(source=f"train:{cfg.role}")
+        self._episodes: list[tuple[float, str, str, int]] = []
+
+    def member_id(self, generation: int) -> str:
+        """The id generation ``generation`` of this run registers under."""
+        return f"{self.cfg.role}-{self.run_name}-g{generation:04d}"
+
+    def on_episode(self, opponent: str, outcome: str, ticks: int) -> None:
+        self._episodes.append((time.time(), opponent, outcome, int(ticks)))
+
+    def register(self, generation: int, model: Any, checkpoint: Path, meta: PolicyMeta,
+                 parent: str | None, evals: dict[str, dict[str, Any]]) -> Member:
+        """Add this generation to the pool and write the matches it played."""
+        member_id = self.member_id(generation)
+        with tempfile.TemporaryDirectory(prefix="bk_register_") as td:
+            blob = Path(td) / f"{member_id}.bpw"
+            blob.write_bytes(pack_bpw(actor_layers(model.policy), meta))
+            member = self.pool.register(
+                Member(id=member_id, role=self.cfg.role, generation=generation, parent=parent,
+                       settings=self.cfg.to_dict()),
+                checkpoint=checkpoint, blob=blob)
+        records = [MatchRecord(time=t, a=member_id, b=opp, result=outcome, ticks=ticks,
+                               source=f"train:{self.cfg.role}")
+                   for t, opp, outcome, ticks in self._episodes]
+        self._episodes = []
+        now = time.time()
+        for name, ev in evals.items():  # the deterministic evaluation: real matches too
+            opp = cpu_id(int(name.split("_")[1]))
+            for result, n in (("win", ev["wins"]), ("draw", ev["draws"]), ("loss", ev["losses"])):
+                records += [MatchRecord(time=now, a=member_id, b=opp, result=result,
+                                        ticks=int(ev["mean_ticks"]), source="eval")] * int(n)
+        self.writer.write_many(records)
+        self.sampler.refresh(self.pool.members())
+        return member
