@@ -12,7 +12,7 @@ from helpers import run_cli as brawlkit
 def test_help_lists_every_command() -> None:
     r = brawlkit("--help")
     assert r.returncode == 0
-    for cmd in ("train", "eval", "export", "parity", "parena", "cputable", "bench"):
+    for cmd in ("train", "eval", "export", "league", "elo", "parity", "parena", "cputable", "bench"):
         assert cmd in r.stdout
 
 

@@ -20,11 +20,22 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from brawlkit.export.actor import actor_layers
 from brawlkit.export.bpw import PolicyMeta, pack_bpw
 from brawlkit.league.pool import LeagueDir
 from brawlkit.league.records import MatchRecord, Member, cpu_id
 from brawlkit.league.roles import SAMPLERS, LeagueSampler
+
+
+def policy_stats(model: Any) -> dict[str, float]:
+    """The Gaussian policy's spread as registered: its mean action std and its entropy
+    (a diagonal Gaussian: sum of 0.5 log(2 pi e sigma^2)), from ``log_std`` alone."""
+    log_std = model.policy.log_std.detach().cpu().numpy().astype(np.float64)
+    return {"std": float(np.exp(log_std).mean()),
+            "entropy": float(np.sum(0.5 * np.log(2 * np.pi * np.e) + log_std)),
+            "steps": int(model.num_timesteps)}
 
 
 class LeagueTrainee:
@@ -64,7 +75,7 @@ class LeagueTrainee:
             blob.write_bytes(pack_bpw(actor_layers(model.policy), meta))
             member = self.pool.register(
                 Member(id=member_id, role=self.cfg.role, generation=generation, parent=parent,
-                       settings=self.cfg.to_dict()),
+                       settings={**self.cfg.to_dict(), "stats": policy_stats(model)}),
                 checkpoint=checkpoint, blob=blob)
         records = [MatchRecord(time=t, a=member_id, b=opp, result=outcome, ticks=ticks,
                                source=f"train:{self.cfg.role}")

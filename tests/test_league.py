@@ -1,0 +1,143 @@
+"""The league end to end with real processes: three roles training concurrently on one
+directory (python -m brawlkit league run), what they leave behind, a trainer killed with
+SIGKILL, Ctrl-C on the league, the elo command and the elo_drift notebook on the result."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from helpers import ROOT, last_json, run_cli
+
+from brawlkit.league.pool import LeagueDir
+from brawlkit.league.records import ROLES, permanent_ids
+
+pytestmark = [pytest.mark.training, pytest.mark.servers]
+
+#: a few tiny generations: full matches (action repeat 8 halves their steps), so the
+#: roles meet the CPU, the baseline and each other's frozen checkpoints
+TINY = ["--generations", "3", "--steps-per-generation", "2048", "--n-envs", "2", "--n-steps", "256",
+        "--batch-size", "128", "--n-epochs", "1", "--action-repeat", "8", "--eval-levels", "1",
+        "--eval-episodes", "1"]
+
+
+@pytest.fixture(scope="module")
+def small_league(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("league")
+    r = subprocess.run([sys.executable, "-m", "brawlkit", "league", "run", "--league-dir",
+                        str(d / "league"), "--runs-root", str(d / "runs"), "--no-progress", "--",
+                        *TINY], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return d / "league"
+
+
+def _n_members(league: Path) -> int:
+    d = league / "members"
+    return len(list(d.glob("*.json"))) if d.is_dir() else 0
+
+
+def _servers() -> set[int]:
+    out = subprocess.run(["pgrep", "-f", "native/build/brawlpit_server"], capture_output=True,
+                         text=True).stdout
+    return {int(x) for x in out.split()}
+
+
+def test_three_roles_register_every_generation_exactly_once(small_league):
+    pool = LeagueDir(small_league, create=False)
+    members = pool.members()
+    trained = [m for m in members if not m.permanent]
+    assert Counter(m.role for m in trained) == {role: 3 for role in ROLES}
+    assert len({m.id for m in members}) == len(members)
+    assert [m.id for m in members[:9]] == list(permanent_ids())
+    for m in trained:  # artifacts present, blob playable, parent chain within the role
+        assert pool.checkpoint_path(m).is_file() and pool.blob_path(m).is_file()
+        assert m.settings["action_repeat"] == 8 and "stats" in m.settings
+    lines = []
+    for f in (small_league / "matches").glob("*.jsonl"):
+        lines += f.read_text().splitlines()
+    assert len(lines) == len(set(lines)) == len(pool.matches()) > 0
+    known = {m.id for m in members}
+    matches = pool.matches()
+    assert all(r.a in known and r.b in known for r in matches)
+    # frozen checkpoints were drawn as opponents: their rating moves long after they froze
+    assert any(r.b in known - set(permanent_ids()) for r in matches), Counter(r.b for r in matches)
+
+
+def test_elo_command_reads_the_league(small_league):
+    r = run_cli("elo", "--league-dir", str(small_league), "--json", "--bootstrap", "20")
+    assert r.returncode == 0, r.stderr
+    out = last_json(r.stdout)
+    ratings = [m["rating"] for m in out["members"]]
+    assert out["matches"] > 0 and len(out["members"]) == 18
+    assert sum(ratings) / len(ratings) == pytest.approx(1200.0)  # zero-sum, baseline included
+
+
+@pytest.mark.notebooks
+def test_elo_drift_notebook_runs_headless(small_league, tmp_path):
+    import nbformat
+    import papermill
+
+    out = tmp_path / "elo_drift.out.ipynb"
+    papermill.execute_notebook(str(ROOT / "notebooks" / "elo_drift.ipynb"), str(out),
+                               parameters={"league_dir": str(small_league), "bootstrap": 20},
+                               kernel_name="python3", cwd=str(tmp_path), progress_bar=False)
+    nb = nbformat.read(str(out), as_version=4)
+    images = sum("image/png" in o.get("data", {}) for c in nb.cells if c.cell_type == "code"
+                 for o in c.get("outputs", []))
+    assert images >= 4
+
+
+def test_a_trainer_killed_mid_run_leaves_the_pool_readable(tmp_path):
+    league = tmp_path / "league"
+    before = _servers()
+    p = subprocess.Popen([sys.executable, "-m", "brawlkit", "train", "--role", "main",
+                          "--league-dir", str(league), "--runs-root", str(tmp_path / "runs"),
+                          "--no-progress", *TINY[:1], "20", *TINY[2:]],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT)
+    try:
+        deadline = time.monotonic() + 300
+        while _n_members(league) == 0:
+            assert time.monotonic() < deadline and p.poll() is None, "no registration"
+            time.sleep(0.2)
+        time.sleep(1.3)  # into the next generation, maybe into its registration
+        p.send_signal(signal.SIGKILL)
+        p.wait(timeout=10)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    pool = LeagueDir(league, create=False)
+    trained = [m for m in pool.members() if not m.permanent]
+    assert trained and all(pool.blob_path(m).is_file() for m in trained)
+    pool.matches()  # every line readable or skipped with a warning; never fatal
+    deadline = time.monotonic() + 5
+    while _servers() - before and time.monotonic() < deadline:  # PDEATHSIG: servers follow
+        time.sleep(0.1)
+    assert not (_servers() - before)
+
+
+def test_ctrl_c_stops_the_league_cleanly(tmp_path):
+    league = tmp_path / "league"
+    before = _servers()
+    p = subprocess.Popen([sys.executable, "-m", "brawlkit", "league", "run", "--league-dir",
+                          str(league), "--runs-root", str(tmp_path / "runs"), "--no-progress",
+                          "--", *TINY[:1], "50", *TINY[2:]],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    deadline = time.monotonic() + 300
+    while _n_members(league) < 3:
+        assert time.monotonic() < deadline and p.poll() is None, "roles did not register"
+        time.sleep(0.2)
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=60)
+    assert "stopping the roles" in err
+    pool = LeagueDir(league, create=False)
+    assert all(pool.blob_path(m).is_file() for m in pool.members() if not m.permanent)
+    assert not list((league / "members").glob(".*")), "a half-written record was left"
+    time.sleep(0.5)
+    assert not (_servers() - before), "orphan game servers"
+    assert json.loads(json.dumps([m.to_json() for m in pool.members()]))
