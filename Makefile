@@ -58,9 +58,13 @@ test-fast: build
 
 test: build lint check pytest
 
+# a short league: the three roles training concurrently on runs/league, then its Elo
+# drift notebook (TRAIN_ARGS: more generations, e.g. TRAIN_ARGS="--generations 20")
+TRAIN_ARGS ?= --generations 2 --steps-per-generation 50000
 train: build
 	mkdir -p runs
-	$(VPY) -m papermill notebooks/train_role.ipynb runs/train_role_main.ipynb -p role main
+	$(VPY) -m brawlkit league run --league-dir runs/league --runs-root runs -- $(TRAIN_ARGS)
+	$(VPY) -m papermill notebooks/elo_drift.ipynb runs/elo_drift.ipynb -p league_dir runs/league
 
 # JupyterLab on the notebooks (LAB_ARGS, e.g. LAB_ARGS="--no-browser --port 8890");
 # as root (containers, Colab-like boxes) Jupyter refuses to start without --allow-root

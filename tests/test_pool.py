@@ -275,12 +275,13 @@ def test_match_log_deterministic_order(league: LeagueDir, no_pool_warnings: list
         w.close()
     got = league.matches()
     assert len(got) == 33
-    # expected order recomputed from the files: (time, file name, line number)
+    # expected order recomputed from the files: the records' canonical key (time, then
+    # content), file name and line number only for identical duplicates
     expect = []
     for path in sorted((league.path / "matches").iterdir()):
         for no, line in enumerate(path.read_text().splitlines(), 1):
             r = MatchRecord.from_json(json.loads(line))
-            expect.append(((r.time, path.name, no), r))
+            expect.append(((*r.sort_key, path.name, no), r))
     assert got == [r for _, r in sorted(expect, key=lambda kv: kv[0])]
     assert [r.time for r in got] == sorted(r.time for r in got)
     assert {r.source for r in got if r.a.startswith("p0")} == {"train:main"}  # source filled

@@ -283,9 +283,11 @@ class LeagueDir:
         return MatchWriter(self.matches_dir / (writer_name(source) + LOG_SUFFIX), source=source)
 
     def matches(self) -> list[MatchRecord]:
-        """Every valid line of every match log, in one deterministic order: by
-        (``time``, log file name, line number), so every reader — each role, each
-        restart — replays the same sequence and computes the same ratings.
+        """Every valid line of every match log, in one deterministic order: the
+        records' canonical :attr:`~brawlkit.league.records.MatchRecord.sort_key`
+        (time, then content), so every reader — each role, each restart, a registry
+        holding the same matches — replays the same sequence and computes the same
+        ratings.
 
         A broken line (half-written by a killed writer, corrupt, not a match record,
         a non-finite time) is skipped with a :class:`PoolWarning` naming the file
@@ -296,7 +298,7 @@ class LeagueDir:
         Files whose names start with ``.`` are ignored; other non-``.jsonl`` files
         are skipped with a warning.
         """
-        keyed: list[tuple[tuple[float, str, int], MatchRecord]] = []
+        keyed: list[tuple[tuple[Any, ...], MatchRecord]] = []
         for name in _listdir(self.matches_dir):
             if name.startswith("."):
                 continue
@@ -318,7 +320,7 @@ class LeagueDir:
                 if rec is None:
                     _warn(path, f"line {no} skipped, {why}")
                 else:
-                    keyed.append(((rec.time, name, no), rec))
+                    keyed.append(((*rec.sort_key, name, no), rec))
             if tail:
                 _warn(path, f"line {len(lines) + 1} skipped, incomplete (no newline: a writer "
                       "killed mid-line, or one writing right now)")

@@ -92,6 +92,13 @@ class MatchRecord:
     source: str = ""
 
     @property
+    def sort_key(self) -> tuple[float, str, str, str, int, str]:
+        """The canonical replay order: by time, ties broken by content.  Every store of
+        matches (a league directory, the registry) replays in this order, so the same
+        matches give the same Elo to the last digit wherever they are stored."""
+        return (self.time, self.a, self.b, self.result, self.ticks, self.source)
+
+    @property
     def score(self) -> float:
         """a's score: 1 win, 0.5 draw, 0 loss."""
         return RESULTS[self.result]

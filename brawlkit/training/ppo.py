@@ -328,19 +328,20 @@ def train(cfg: TrainConfig | None = None, *, run_dir: str | Path | None = None,
                 "train_seconds": round(train_s, 2),
                 "eval_seconds": round(time.perf_counter() - g0 - train_s, 2),
             })
+            steps = int(model.num_timesteps)
+            parent = zip_path.name
+            result.checkpoints.append(zip_path)
+            result.evals.append({"generation": gen, "steps": steps,
+                                 **{k: v["win_rate"] for k, v in evals.items()},
+                                 **{f"sampled_{k}": v["sampled"]["win_rate"] for k, v in evals.items()}})
+            result.best_checkpoint = update_best(rdir, gen, zip_path, selection_score(evals))
+            _report(pbar, gen, steps, evals, getattr(sampler, "max_level", None))
             if league is not None:
                 member = league.register(gen, model, zip_path, policy_meta(cfg), member_parent, evals)
                 member_parent = member.id
                 if sampler.wants_reset(gen):  # exploiters start over from fresh weights
                     model = _fresh_weights(cfg, venv, rdir, gen)
                     member_parent = None
-            parent = zip_path.name
-            result.checkpoints.append(zip_path)
-            result.evals.append({"generation": gen, "steps": int(model.num_timesteps),
-                                 **{k: v["win_rate"] for k, v in evals.items()},
-                                 **{f"sampled_{k}": v["sampled"]["win_rate"] for k, v in evals.items()}})
-            result.best_checkpoint = update_best(rdir, gen, zip_path, selection_score(evals))
-            _report(pbar, gen, int(model.num_timesteps), evals, getattr(sampler, "max_level", None))
         result.total_timesteps = int(model.num_timesteps)
     finally:
         if pbar is not None:
