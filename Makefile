@@ -10,7 +10,7 @@ WHEELS := $(wildcard /opt/wheels)
 PIP_FLAGS := $(if $(WHEELS),--find-links $(WHEELS),)
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: all setup sysdeps build lint test test-fast pytest check train lab clean
+.PHONY: all setup sysdeps build wheelhouse lint test test-fast pytest check train lab clean
 
 all: build
 
@@ -39,18 +39,27 @@ $(STAMP): requirements.txt pyproject.toml
 
 setup: sysdeps $(STAMP)
 
+# the pinned requirements as local files: the Colab-bootstrap test installs a fresh
+# clone from here (tests talk only to 127.0.0.1; this download is set-up, like pip's)
+WHEELHOUSE := .cache/wheelhouse
+$(WHEELHOUSE)/.complete: requirements.txt $(STAMP)
+	$(VPY) -m pip download -q $(PIP_FLAGS) -d $(WHEELHOUSE) pip setuptools wheel -r requirements.txt
+	touch $@
+
+wheelhouse: $(WHEELHOUSE)/.complete
+
 build: setup
 	$(MAKE) -C native PYTHON=$(VPY)
 
 lint: setup
-	$(VPY) -m ruff check brawlkit tests
+	$(VPY) -m ruff check brawlkit tests colab_bootstrap.py
 	$(VPY) -m mypy brawlkit
 
 check: build
 	$(MAKE) -C native check PYTHON=$(VPY)
 
-pytest: build
-	$(VPY) -m pytest -q tests
+pytest: build wheelhouse
+	BRAWLKIT_TEST_WHEELHOUSE=$(abspath $(WHEELHOUSE)) $(VPY) -m pytest -q tests
 
 # the unit tier only (no servers, no training, no notebooks): well under a minute
 test-fast: build
@@ -73,4 +82,4 @@ lab: build
 
 clean:
 	$(MAKE) -C native clean
-	rm -rf $(VENV) runs .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) runs .cache .pytest_cache .mypy_cache .ruff_cache

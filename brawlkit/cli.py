@@ -21,6 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "parena": ("brawlkit.parena.cli", "PARENA decision-language compiler (compile FILE --emit c|py)"),
     "cputable": ("brawlkit.tools.cputable", "built-in CPU level-vs-level win-rate table"),
     "elo": ("brawlkit.league.elo_cli", "league ratings: Elo (live, replayed from the match log) and Bradley-Terry"),
+    "registry": ("brawlkit.registry.cli", "the checkpoint registry: serve, add-agent"),
 }
 BENCHES: dict[str, str] = {
     "env": "brawlkit.bench.env",

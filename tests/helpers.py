@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import ctypes
+import os
+import select
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -167,3 +172,74 @@ class LossyProxy:
         self._thread.join(timeout=2)
         self.front.close()
         self.back.close()
+
+
+# ------------------------------------------------------------ the registry service
+#: how long `registry serve` may take to print its port
+STARTUP_S = 60.0
+
+
+def _die_with_parent() -> None:
+    """The server dies with the test process, even when pytest is killed."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+class RegistryServer:
+    """A ``registry serve`` subprocess on a kernel-chosen port of 127.0.0.1."""
+
+    def __init__(self, db_url: str, data: Path, *extra: str) -> None:
+        self.db_url, self.data = db_url, data
+        data.mkdir(parents=True, exist_ok=True)
+        self.log = data.parent / f"{data.name}-serve.log"
+        self._log = open(self.log, "ab")  # noqa: SIM115 — closed in stop()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "brawlkit", "registry", "serve", "--db", db_url,
+             "--data", str(data), "--port", "0", "--log-level", "warning", *extra],
+            stdout=subprocess.PIPE, stderr=self._log, cwd=ROOT, preexec_fn=_die_with_parent)
+        assert self.proc.stdout is not None
+        line = b""
+        deadline = time.monotonic() + STARTUP_S
+        while not line.endswith(b"\n") and time.monotonic() < deadline:
+            ready, _, _ = select.select([self.proc.stdout], [], [], 0.2)
+            if ready:
+                ch = os.read(self.proc.stdout.fileno(), 1)
+                if not ch:
+                    break
+                line += ch
+        if not line.startswith(b"listening "):
+            self.stop()
+            raise RuntimeError(f"registry serve did not start: {line!r}\n{self.log_text()}")
+        self.port = int(line.split()[1])
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def log_text(self) -> str:
+        return self.log.read_text(errors="replace")[-3000:]
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        self._log.close()
+
+
+def add_agent(db_url: str, name: str, scope: str) -> str:
+    """An agent made through the library (the CLI path has its own test); its secret."""
+    from brawlkit.registry.auth import hash_secret, new_secret
+    from brawlkit.registry.database import RegistryDB
+
+    secret = new_secret()
+    db = RegistryDB(db_url)
+    try:
+        db.add_agent(name, scope, hash_secret(secret))
+    finally:
+        db.close()
+    return secret

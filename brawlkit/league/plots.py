@@ -99,6 +99,41 @@ def plot_elo_drift(view: LeagueView, ax: Any = None, roles: Sequence[str] | None
     return ax
 
 
+def plot_rating_by_generation(view: LeagueView, ax: Any = None,
+                              roles: Sequence[str] | None = None) -> Any:
+    """Each trained role's generations at their current strength: Bradley–Terry
+    with its bootstrap interval (shaded) and the live Elo (dashed), against the
+    permanent members as reference lines — is each new generation stronger than the
+    last, and than which fixed opponent?"""
+    ax = _ax(ax)
+    for role, colour in ROLE_COLOURS.items():
+        if role in ("baseline", "cpu") or (roles and role not in roles):
+            continue
+        ms = sorted((m for m in view.members if m.role == role and m.id in view.bt.ratings
+                     and view.elo.games.get(m.id, 0)), key=lambda m: m.generation)
+        if not ms:
+            continue
+        g = np.array([m.generation for m in ms])
+        bt = [view.bt.ratings[m.id] for m in ms]
+        ax.plot(g, [b.rating for b in bt], "-", color=colour, lw=1.5, label=f"{role} (BT)")
+        lo, hi = np.array([b.lo for b in bt]), np.array([b.hi for b in bt])
+        if np.isfinite(lo).all() and np.isfinite(hi).all():
+            ax.fill_between(g, lo, hi, color=colour, alpha=0.15, lw=0)
+        ax.plot(g, [view.elo.ratings[m.id] for m in ms], "--", color=colour, lw=0.8, alpha=0.7)
+    for m in view.members:
+        if m.permanent and m.id in view.bt.ratings and view.elo.games.get(m.id, 0):
+            y = view.bt.ratings[m.id].rating
+            ax.axhline(y, color=ROLE_COLOURS.get(m.role, "grey"), lw=0.6, ls=":", alpha=0.8)
+            ax.annotate(m.id, (1.0, y), xycoords=("axes fraction", "data"), fontsize=6,
+                        va="center", xytext=(2, 0), textcoords="offset points")
+    ax.plot([], [], "--", color="grey", label="live Elo")
+    ax.set_xlabel("generation")
+    ax.set_ylabel("rating")
+    ax.set_title("strength of each generation (BT, 95 % interval) and the fixed opponents")
+    ax.legend(fontsize=7, loc="lower right")
+    return ax
+
+
 def plot_bt_vs_elo(view: LeagueView, ax: Any = None, roles: Sequence[str] | None = None,
                    members: Sequence[str] | None = None, top: int = 30) -> Any:
     """Bradley–Terry ratings with their bootstrap intervals beside the live Elo."""

@@ -297,6 +297,11 @@ class LeagueDir:
         what was played, and what to make of unknown players is the ratings' call.
         Files whose names start with ``.`` are ignored; other non-``.jsonl`` files
         are skipped with a warning.
+
+        A match is its content (:attr:`MatchRecord.sort_key`), as in the registry: a
+        record repeated — in two logs (two processes pulling the same matches from
+        the registry) or in one — is counted once.  Writers keep distinct matches
+        distinct by their times.
         """
         keyed: list[tuple[tuple[Any, ...], MatchRecord]] = []
         for name in _listdir(self.matches_dir):
@@ -325,7 +330,11 @@ class LeagueDir:
                 _warn(path, f"line {len(lines) + 1} skipped, incomplete (no newline: a writer "
                       "killed mid-line, or one writing right now)")
         keyed.sort(key=lambda kv: kv[0])
-        return [rec for _, rec in keyed]
+        out: list[MatchRecord] = []
+        for _, rec in keyed:  # sorted by content first: a repeat follows its original
+            if not out or out[-1].sort_key != rec.sort_key:
+                out.append(rec)
+        return out
 
     # ------------------------------------------------------------------ housekeeping
     def strays(self) -> list[Path]:

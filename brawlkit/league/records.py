@@ -82,7 +82,12 @@ RESULTS = {"win": 1.0, "draw": 0.5, "loss": 0.0}
 class MatchRecord:
     """One finished match: ``a`` against ``b``, ``result`` from a's side
     (``win`` / ``draw`` / ``loss``), ``ticks`` played, ``time`` (epoch seconds),
-    ``source`` (who played it: ``train:<role>``, ``eval``, ``botpool``, ...)."""
+    ``source`` (who played it: ``train:<role>``, ``eval``, ``botpool``, ...).
+
+    A match *is* its content: a league directory and the registry both count
+    identical records once (so a batch can be resent, and matches pulled twice do
+    not count twice).  A writer of several matches at one moment gives each its own
+    time (see ``LeagueTrainee.register``)."""
 
     time: float
     a: str

@@ -56,7 +56,9 @@ def run(league_dir: str, roles: list[str], train_args: list[str], runs_root: str
     if len(roles) >= usable_cores():
         # several trainers share the cores: no game server may busy-poll one
         env.setdefault("BRAWLKIT_SERVER_SPIN_US", "0")
-    gens = _generations(train_args)
+    # a time budget ends the roles first: count generations without a total then
+    budget = any(a == "--time-budget" or a.startswith("--time-budget=") for a in train_args)
+    gens = None if budget else _generations(train_args)
     bars: dict[str, object] = {}
     if progress:
         from tqdm.auto import tqdm

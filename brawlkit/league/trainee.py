@@ -11,6 +11,11 @@ The trainer (``brawlkit.training.ppo.train(cfg, league_dir=...)``) calls:
 * :meth:`register` — after a generation is saved: export the ``.bpw``, add the
   member (zip + blob + record) to the pool, write its buffered matches and its
   evaluation matches against the CPU levels, refresh the sampler's pool.
+
+With a :class:`~brawlkit.registry.sync.RegistrySync` (``train --registry URL``,
+docs/registry.md) every registered generation and its matches are also pushed to
+the registry, and the pool takes in what the other locations registered (less the
+members the registry disabled) before the sampler is refreshed.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from __future__ import annotations
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -27,6 +32,9 @@ from brawlkit.export.bpw import PolicyMeta, pack_bpw
 from brawlkit.league.pool import LeagueDir
 from brawlkit.league.records import MatchRecord, Member, cpu_id
 from brawlkit.league.roles import SAMPLERS, LeagueSampler
+
+if TYPE_CHECKING:
+    from brawlkit.registry.sync import RegistrySync
 
 
 def policy_stats(model: Any) -> dict[str, float]:
@@ -41,8 +49,10 @@ def policy_stats(model: Any) -> dict[str, float]:
 class LeagueTrainee:
     """The league side of one training run of ``cfg.role`` (see the module docstring)."""
 
-    def __init__(self, league_dir: str | Path, cfg: Any, run_name: str, seed: int) -> None:
+    def __init__(self, league_dir: str | Path, cfg: Any, run_name: str, seed: int,
+                 sync: RegistrySync | None = None) -> None:
         self.pool = LeagueDir(league_dir)
+        self.sync = sync
         self.cfg = cfg
         self.run_name = run_name
         kw: dict[str, Any] = {"seed": seed, "payoff_decay": cfg.payoff_decay}
@@ -55,7 +65,9 @@ class LeagueTrainee:
             kw.update(reset_p=cfg.league_exploiter_reset_p)
         self.sampler: LeagueSampler = SAMPLERS[cfg.role](
             self.pool.path, cfg.input_layout, cfg.action_repeat, **kw)
-        self.sampler.refresh(self.pool.members())
+        if self.sync is not None:
+            self.sync.pull()
+        self._refresh()
         self.writer = self.pool.writer(source=f"train:{cfg.role}")
         self._episodes: list[tuple[float, str, str, int]] = []
 
@@ -81,12 +93,25 @@ class LeagueTrainee:
                                source=f"train:{self.cfg.role}")
                    for t, opp, outcome, ticks in self._episodes]
         self._episodes = []
-        now = time.time()
-        for name, ev in evals.items():  # the deterministic evaluation: real matches too
+        # the deterministic evaluation: real matches too, each its own time (a match is
+        # its content, here and in the registry: identical records would count once)
+        now, k = time.time(), 0
+        for name, ev in evals.items():
             opp = cpu_id(int(name.split("_")[1]))
             for result, n in (("win", ev["wins"]), ("draw", ev["draws"]), ("loss", ev["losses"])):
-                records += [MatchRecord(time=now, a=member_id, b=opp, result=result,
-                                        ticks=int(ev["mean_ticks"]), source="eval")] * int(n)
+                for _ in range(int(n)):
+                    records.append(MatchRecord(time=now + 1e-5 * k, a=member_id, b=opp,
+                                               result=result, ticks=int(ev["mean_ticks"]),
+                                               source="eval"))
+                    k += 1
         self.writer.write_many(records)
-        self.sampler.refresh(self.pool.members())
+        if self.sync is not None:  # share it, then take in what the other locations made
+            self.sync.push(member, records)
+            self.sync.pull()
+        self._refresh()
         return member
+
+    def _refresh(self) -> None:
+        """Hand the sampler the pool as it is now, less what the registry disabled."""
+        disabled = self.sync.disabled if self.sync is not None else set()
+        self.sampler.refresh([m for m in self.pool.members() if m.id not in disabled])

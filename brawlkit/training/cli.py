@@ -7,6 +7,7 @@ import argparse
 import json
 import sys
 
+from brawlkit.registry.client import RegistryError
 from brawlkit.training.checkpoints import DEFAULT_RUNS_ROOT
 from brawlkit.training.config import add_config_arguments, config_from_args
 
@@ -22,6 +23,12 @@ def build_parser() -> argparse.ArgumentParser:
     run = ap.add_argument_group("the run")
     run.add_argument("--resume", action="store_true",
                      help="continue the role's run with the newest checkpoint (or --run-dir's)")
+    run.add_argument("--resume-or-new", action="store_true",
+                     help="resume when there is a run to resume (locally or, with --registry, "
+                     "in the registry), otherwise start a new one")
+    run.add_argument("--time-budget", type=float, default=None, metavar="MINUTES",
+                     help="stop after the generation past which another would overrun this "
+                     "many minutes (--generations still caps the run)")
     run.add_argument("--run-dir", default=None,
                      help="run directory (default runs/<role>/<time>-s<seed>)")
     run.add_argument("--runs-root", default=DEFAULT_RUNS_ROOT, help="parent of the role directories")
@@ -29,6 +36,14 @@ def build_parser() -> argparse.ArgumentParser:
                      help="train as a member of this league (docs/league.md): opponents by the "
                      "role's PFSP over the pool, every generation registered there with its "
                      "matches; without it, the CPU curriculum")
+    run.add_argument("--registry", default=None, metavar="URL",
+                     help="keep --league-dir in step with this checkpoint registry "
+                     "(docs/registry.md): push every generation and its matches, pull the "
+                     "other locations' members; with --resume and no local run, continue from "
+                     "the role's newest registry checkpoint. Credentials: BRAWLKIT_AGENT_ID "
+                     "and BRAWLKIT_AGENT_SECRET")
+    run.add_argument("--location", default=None,
+                     help="this machine's name in the registry (default: the host name)")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     run.add_argument("--json", action="store_true", help="print the result as JSON on the last line")
     return ap
@@ -41,12 +56,19 @@ def main(argv: list[str] | None = None) -> int:
         cfg = config_from_args(args)
     except ValueError as e:
         ap.error(str(e))
+    if args.resume and args.resume_or_new:
+        ap.error("--resume and --resume-or-new exclude each other")
+    if args.time_budget is not None and not args.time_budget > 0:
+        ap.error(f"--time-budget must be > 0 minutes, got {args.time_budget}")
     from brawlkit.training.ppo import train
 
     try:
         res = train(cfg, run_dir=args.run_dir, runs_root=args.runs_root, resume=args.resume,
-                    progress=not args.no_progress, league_dir=args.league_dir)
-    except (FileNotFoundError, FileExistsError, ValueError) as e:
+                    progress=not args.no_progress, league_dir=args.league_dir,
+                    registry=args.registry, location=args.location,
+                    resume_if_any=args.resume_or_new,
+                    time_budget_s=None if args.time_budget is None else 60.0 * args.time_budget)
+    except (FileNotFoundError, FileExistsError, ValueError, RegistryError) as e:
         print(f"train: {e}", file=sys.stderr)
         return 2
     if args.json:

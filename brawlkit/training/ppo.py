@@ -247,7 +247,9 @@ def selection_score(evals: dict[str, dict[str, Any]]) -> float:
 
 def train(cfg: TrainConfig | None = None, *, run_dir: str | Path | None = None,
           runs_root: str | Path = DEFAULT_RUNS_ROOT, resume: bool = False,
-          progress: bool = True, league_dir: str | Path | None = None) -> TrainResult:
+          progress: bool = True, league_dir: str | Path | None = None,
+          registry: str | None = None, location: str | None = None,
+          resume_if_any: bool = False, time_budget_s: float | None = None) -> TrainResult:
     """Train ``cfg.role`` for ``cfg.generations`` x ``cfg.steps_per_generation`` env steps.
 
     ``run_dir`` defaults to a fresh ``runs/<role>/<timestamp>-s<seed>``; with
@@ -257,6 +259,19 @@ def train(cfg: TrainConfig | None = None, *, run_dir: str | Path | None = None,
     ``league_dir``: train as a member of that league (docs/league.md) — opponents
     from the role's PFSP sampler over the pool instead of the CPU curriculum, every
     generation registered there (zip, ``.bpw``, record) with the matches it played.
+
+    ``registry``: the URL of a checkpoint registry (docs/registry.md) the league
+    directory is kept in step with — every generation pushed (as ``location``,
+    default the host name), the other locations' members pulled in; with
+    ``resume=True`` and no local checkpoint of the role, the run continues from the
+    role's newest checkpoint in the registry (a fresh Colab VM picks up where the
+    last one stopped).
+
+    ``resume_if_any``: resume when there is something to resume (a local run of the
+    role, or with ``registry`` one in the registry), else start a new run — what a
+    script that runs the same command on every machine wants.  ``time_budget_s``:
+    stop after the generation past which another would overrun the budget (at most
+    ``cfg.generations`` still).
     """
     cfg = cfg or TrainConfig()
     cfg.validate()
@@ -268,6 +283,20 @@ def train(cfg: TrainConfig | None = None, *, run_dir: str | Path | None = None,
     from brawlkit.training.evaluate import evaluate_model
 
     reward_weights = reward_config(make_reward(cfg.reward))  # fails fast on a bad reward spec
+    sync = None
+    if registry is not None:
+        if league_dir is None:
+            raise ValueError("--registry needs --league-dir: the local pool the registry is "
+                             "mirrored into (docs/registry.md)")
+        from brawlkit.league.pool import LeagueDir
+        from brawlkit.registry.sync import connect, fetch_resume_checkpoint
+
+        sync = connect(registry, LeagueDir(league_dir), location)
+        if ((resume or resume_if_any) and run_dir is None
+                and find_resume_dir(cfg.role, runs_root) is None):
+            fetch_resume_checkpoint(sync.client, cfg.role, runs_root)
+    if resume_if_any:
+        resume = bool(list_checkpoints(run_dir) if run_dir else find_resume_dir(cfg.role, runs_root))
     rdir, resume_from = _run_dir(cfg, run_dir, runs_root, resume)
     rdir.mkdir(parents=True, exist_ok=True)
     start_gen = int(resume_from["generation"]) + 1 if resume_from else 0
@@ -279,7 +308,7 @@ def train(cfg: TrainConfig | None = None, *, run_dir: str | Path | None = None,
                              "trainer's process")
         from brawlkit.league.trainee import LeagueTrainee
 
-        league = LeagueTrainee(league_dir, cfg, rdir.name, seed=cfg.seed + start_gen)
+        league = LeagueTrainee(league_dir, cfg, rdir.name, seed=cfg.seed + start_gen, sync=sync)
         sampler: Any = league.sampler
     else:
         sampler = CpuCurriculum(k=cfg.curriculum_k, floor=cfg.curriculum_floor,
@@ -342,7 +371,20 @@ def train(cfg: TrainConfig | None = None, *, run_dir: str | Path | None = None,
                 if sampler.wants_reset(gen):  # exploiters start over from fresh weights
                     model = _fresh_weights(cfg, venv, rdir, gen)
                     member_parent = None
+            took = time.perf_counter() - g0
+            if time_budget_s is not None and time.perf_counter() - t0 + took > time_budget_s:
+                print(f"train: time budget of {time_budget_s:.0f}s reached after generation "
+                      f"{gen}", file=sys.stderr)
+                break
         result.total_timesteps = int(model.num_timesteps)
+        if sync is not None and (sync.pending_members or sync.pending_matches):
+            sync.push()  # one more try for what a down registry left queued
+            if sync.pending_members or sync.pending_matches:
+                print(f"train: registry {registry} unreachable at the end: "
+                      f"{len(sync.pending_members)} member(s) and {len(sync.pending_matches)} "
+                      f"match(es) are only in {league_dir}; `python -m brawlkit registry push "
+                      f"--league-dir {league_dir} --url {registry}` sends them later",
+                      file=sys.stderr)
     finally:
         if pbar is not None:
             pbar.close()

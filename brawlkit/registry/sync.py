@@ -1,0 +1,163 @@
+"""A local league directory kept in step with a registry (docs/registry.md).
+
+A training run with ``--registry URL`` keeps using its local league directory (the
+pool PFSP draws from, the match log the ratings replay) and, after every
+generation, :meth:`RegistrySync.push` uploads the new member (zip, blob, record)
+and its matches, and :meth:`RegistrySync.pull` brings in every member the other
+locations registered (downloaded once, sha256-verified, cached) and their matches.
+A registry that is down costs nothing but delay: what could not be pushed stays
+queued in this process and goes out with the next successful push.
+"""
+
+from __future__ import annotations
+
+import socket
+import tempfile
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from brawlkit.league.pool import LeagueDir
+from brawlkit.league.records import MatchRecord, Member
+from brawlkit.registry.client import RegistryClient, RegistryError, RegistryUnavailable
+
+#: the match log a pull writes other locations' matches to
+PULL_SOURCE = "registry"
+
+
+@dataclass
+class RegistrySync:
+    client: RegistryClient
+    league: LeagueDir
+    location: str = field(default_factory=socket.gethostname)
+    pending_members: list[tuple[Member, Path, Path | None]] = field(default_factory=list)
+    pending_matches: list[MatchRecord] = field(default_factory=list)
+    disabled: set[str] = field(default_factory=set)
+
+    def push(self, member: Member | None = None, matches: list[MatchRecord] | None = None) -> bool:
+        """Queue ``member`` and ``matches`` and send everything queued; False (and
+        everything kept queued) when the registry is unreachable."""
+        if member is not None:
+            zip_path = self.league.checkpoint_path(member)
+            if zip_path is None:
+                raise ValueError(f"member {member.id} has no checkpoint to upload")
+            self.pending_members.append((member, zip_path, self.league.blob_path(member)))
+        self.pending_matches += matches or []
+        try:
+            while self.pending_members:
+                m, zip_path, blob = self.pending_members[0]
+                self.client.upload(m, zip_path, blob, location=self.location)
+                self.pending_members.pop(0)
+            if self.pending_matches:
+                self.client.post_matches(self.pending_matches)
+                self.pending_matches = []
+        except RegistryUnavailable as e:
+            warnings.warn(f"registry unreachable, {len(self.pending_members)} member(s) and "
+                          f"{len(self.pending_matches)} match(es) queued: {e}", stacklevel=2)
+            return False
+        return True
+
+    def push_all(self) -> tuple[int, int]:
+        """Send every trained member of the local pool the registry lacks, and every
+        match (the registry stores each once): what a run that ended while the
+        registry was down left behind.  Returns (members uploaded, matches accepted).
+        Raises :class:`RegistryUnavailable` when the registry is down."""
+        have = {r["id"] for r in self.client.checkpoints()}
+        sent = 0
+        for m in self.league.members():
+            if m.permanent or m.id in have:
+                continue
+            zip_path = self.league.checkpoint_path(m)
+            if zip_path is None or not zip_path.is_file():
+                warnings.warn(f"member {m.id} has no checkpoint file: not uploaded", stacklevel=2)
+                continue
+            self.client.upload(m, zip_path, self.league.blob_path(m), location=self.location)
+            sent += 1
+        matches = self.league.matches()
+        accepted = 0
+        for i in range(0, len(matches), 5000):  # batches of a bounded request size
+            accepted += int(self.client.post_matches(matches[i:i + 5000]).get("accepted", 0))
+        return sent, accepted
+
+    def pull(self) -> bool:
+        """Bring in the other locations' members and matches; False when unreachable."""
+        try:
+            records = self.client.checkpoints()
+            local = {m.id for m in self.league.members()}
+            self.disabled = {r["id"] for r in records if r.get("status") == "disabled"}
+            for r in records:
+                if r["id"] in local or r.get("status") == "disabled" or not r.get("blob_sha256"):
+                    continue
+                self._adopt(r)
+            self._pull_matches()
+        except RegistryUnavailable as e:
+            warnings.warn(f"registry unreachable, pool not refreshed from it: {e}", stacklevel=2)
+            return False
+        return True
+
+    def _adopt(self, record: dict[str, object]) -> None:
+        member = Member.from_json({k: record[k] for k in ("id", "role", "generation", "parent",
+                                                          "created", "settings") if k in record})
+        with tempfile.TemporaryDirectory(prefix="bk_pull_") as td:
+            zip_path, blob = Path(td) / "c.zip", Path(td) / "b.bpw"
+            zip_path.write_bytes(self.client.download_checkpoint(dict(record)))
+            blob.write_bytes(self.client.download_blob(dict(record)))
+            try:
+                self.league.register(Member(id=member.id, role=member.role,
+                                            generation=member.generation, parent=member.parent,
+                                            created=member.created, settings=member.settings),
+                                     checkpoint=zip_path, blob=blob)
+            except FileExistsError:
+                pass  # another process of this location adopted it first
+
+    def _pull_matches(self) -> None:
+        have = {m.sort_key for m in self.league.matches()}
+        new = [m for m in self.client.matches() if m.sort_key not in have]
+        if new:
+            with self.league.writer(PULL_SOURCE) as w:
+                w.write_many(new)
+
+
+def fetch_resume_checkpoint(client: RegistryClient, role: str,
+                            runs_root: str | Path) -> Path | None:
+    """Put the role's newest registry checkpoint where ``train --resume`` looks for it:
+    ``<runs_root>/<role>/<run>/gen_XXXX.zip`` + ``.json``, the run named as in the
+    member id (``<role>-<run>-gXXXX``) so the next generations continue its ids.
+    None (and nothing written) when the registry has no checkpoint of the role."""
+    from brawlkit.common.io import atomic_write_json
+    from brawlkit.training.checkpoints import generation_paths
+
+    record = client.newest(role)
+    if record is None:
+        return None
+    member_id, gen = str(record["id"]), int(record["generation"])
+    suffix = f"-g{gen:04d}"
+    if not (member_id.startswith(role + "-") and member_id.endswith(suffix)):
+        raise RegistryError(f"registry checkpoint {member_id!r} is not named "
+                            f"{role}-<run>{suffix}: cannot resume it as a run of {role}")
+    run_dir = Path(runs_root) / role / member_id[len(role) + 1:-len(suffix)]
+    run_dir.mkdir(parents=True, exist_ok=True)
+    zip_path, json_path = generation_paths(run_dir, gen)
+    tmp = zip_path.with_name(f".{zip_path.name}.part")
+    tmp.write_bytes(client.download_checkpoint(record))  # sha256-verified
+    tmp.replace(zip_path)
+    settings = dict(record.get("settings") or {})
+    atomic_write_json(json_path, {
+        "role": role, "generation": gen, "checkpoint": zip_path.name, "member": member_id,
+        "parent": record.get("parent"), "config": {k: v for k, v in settings.items()
+                                                   if k != "stats"},
+        "sampler": None, "resumed_from_registry": client.url, "created": record.get("created")})
+    return zip_path
+
+
+def connect(url: str, league: LeagueDir, location: str | None = None) -> RegistrySync:
+    """A sync for ``league`` against the registry at ``url`` (credentials from the env)."""
+    client = RegistryClient(url)
+    try:
+        client.checkpoints(role="main")  # fail fast on bad credentials or a wrong URL
+    except RegistryUnavailable:
+        warnings.warn(f"registry {url} unreachable now; the run continues and retries",
+                      stacklevel=2)
+    except RegistryError as e:
+        raise RegistryError(f"registry {url}: {e}") from None
+    return RegistrySync(client, league, location or socket.gethostname())
