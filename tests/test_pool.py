@@ -289,6 +289,21 @@ def test_match_log_deterministic_order(league: LeagueDir, no_pool_warnings: list
     assert LeagueDir(league.path, create=False).matches() == got  # every reader, same sequence
 
 
+def test_a_repeated_match_counts_once(league: LeagueDir, no_pool_warnings: list) -> None:
+    """Two processes pulling the same matches from a registry write them twice: a match
+    is its content, so each is returned once; distinct times keep distinct matches."""
+    same = [rec(5.0, "a", ticks=3, source="eval"), rec(6.0, "b", ticks=4, source="eval")]
+    for _ in range(2):
+        with league.writer("registry") as w:  # records keep the source they were played by
+            w.write_many(same)
+    new = rec(5.0 + 1e-5, "a", ticks=3, source="eval")
+    with league.writer("train:main") as w:
+        w.write_many([same[0], new])  # a repeat, and a new match
+        w.write(rec(5.0, "a", ticks=3))  # same match, other source: other content, kept
+    got = league.matches()
+    assert got == [same[0], rec(5.0, "a", ticks=3, source="train:main"), new, same[1]]
+
+
 def test_match_writer_refuses_bad_records(league: LeagueDir, no_pool_warnings: list) -> None:
     with league.writer() as w:
         with pytest.raises(ValueError):

@@ -35,8 +35,9 @@ class TrainConfig:
     """Everything a training run depends on; stored in every checkpoint's metadata."""
 
     # --- the run
-    role: str = _opt("main", "league role (today every role trains against the CPU curriculum; "
-                     "the league's opponents come with the league)", choices=ROLES)
+    role: str = _opt("main", "league role: with --league-dir its opponents come from the role's "
+                     "PFSP sampler over the pool; without, every role plays the CPU "
+                     "curriculum", choices=ROLES)
     generations: int = _opt(3, "generations to train; each ends with a checkpoint and an evaluation")
     steps_per_generation: int = _opt(100_000, "env steps per generation")
     n_envs: int = _opt(2, "parallel envs, each an arena of a shared game server")
