@@ -38,8 +38,10 @@ def render() -> str:
     code = (repo_root() / SOURCE).read_text()
     nb: dict[str, Any] = {
         "cells": [
-            {"cell_type": "markdown", "metadata": {}, "source": INTRO.splitlines(keepends=True)},
-            {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
+            {"cell_type": "markdown", "id": "intro", "metadata": {},
+             "source": INTRO.splitlines(keepends=True)},
+            {"cell_type": "code", "execution_count": None, "id": "bootstrap", "metadata": {},
+             "outputs": [],
              "source": code.splitlines(keepends=True)},
         ],
         "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python",
