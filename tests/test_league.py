@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.training, pytest.mark.servers]
 #: roles meet the CPU, the baseline and each other's frozen checkpoints
 TINY = ["--generations", "3", "--steps-per-generation", "2048", "--n-envs", "2", "--n-steps", "256",
         "--batch-size", "128", "--n-epochs", "1", "--action-repeat", "8", "--eval-levels", "1",
-        "--eval-episodes", "1"]
+        "--eval-episodes", "1", "--exploiter-reset-every", "1"]
 
 
 @pytest.fixture(scope="module")
@@ -67,6 +67,23 @@ def test_three_roles_register_every_generation_exactly_once(small_league):
     assert all(r.a in known and r.b in known for r in matches)
     # frozen checkpoints were drawn as opponents: their rating moves long after they froze
     assert any(r.b in known - set(permanent_ids()) for r in matches), Counter(r.b for r in matches)
+
+
+def test_an_exploiters_reset_keeps_its_log_and_starts_a_lineage(small_league):
+    """--exploiter-reset-every 1: the main exploiter starts over after every generation;
+    each reset is a new lineage, and the trainer's progress.csv still holds the
+    rollouts of the generations before it (a new SB3 logger used to truncate it)."""
+    from brawlkit.league import overview
+    from brawlkit.league.plots import LeagueView
+
+    view = LeagueView.load(small_league, bootstrap=0)
+    assert overview.resets(view.members, "main_exploiter") == [1, 2]
+    rows = overview.read_progress(small_league.parent / "runs", "main_exploiter")
+    steps = [r["time/total_timesteps"] for r in rows if "time/total_timesteps" in r]
+    assert len(steps) >= 3 * 4 and steps == sorted(steps), steps  # 4 rollouts a generation
+    gens, share = overview.opponent_draws(view, "main")
+    assert gens == [0, 1, 2]
+    assert all(abs(sum(share[g][i] for g in overview.GROUPS) - 1) < 1e-9 for i in range(3))
 
 
 def test_elo_command_reads_the_league(small_league):

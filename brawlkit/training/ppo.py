@@ -369,7 +369,7 @@ def train(cfg: TrainConfig | None = None, *, run_dir: str | Path | None = None,
                 member = league.register(gen, model, zip_path, policy_meta(cfg), member_parent, evals)
                 member_parent = member.id
                 if sampler.wants_reset(gen):  # exploiters start over from fresh weights
-                    model = _fresh_weights(cfg, venv, rdir, gen)
+                    model = _fresh_weights(cfg, venv, gen, model.logger)
                     member_parent = None
             took = time.perf_counter() - g0
             if time_budget_s is not None and time.perf_counter() - t0 + took > time_budget_s:
@@ -399,15 +399,14 @@ def train(cfg: TrainConfig | None = None, *, run_dir: str | Path | None = None,
     return result
 
 
-def _fresh_weights(cfg: TrainConfig, venv: Any, rdir: Path, generation: int) -> Any:
+def _fresh_weights(cfg: TrainConfig, venv: Any, generation: int, logger: Any) -> Any:
     """A newly initialised model (an exploiter's reset after ``generation``), seeded from
-    the run's seed and the generation so a rerun resets to the same weights, logging to
-    the same run dir."""
-    from stable_baselines3.common.logger import configure
-
+    the run's seed and the generation so a rerun resets to the same weights. It keeps
+    the run's logger: a new one would truncate ``progress.csv`` and lose the log of every
+    generation before the reset."""
     seed = cfg.seed + 7919 * (generation + 1)
     model = build_model(TrainConfig.from_dict({**cfg.to_dict(), "seed": seed}), venv)
-    model.set_logger(configure(str(rdir), ["csv", "tensorboard"]))
+    model.set_logger(logger)
     return model
 
 

@@ -1,0 +1,231 @@
+"""The league at a glance: what ``notebooks/league_overview.ipynb`` plots.
+
+Everything here is read from what a league leaves behind — the league directory (members
+and the append-only match log) and each role's run directory (``progress.csv``, the
+trainer's own log) — so the overview works on a finished league, a running one, or a
+copy. Static matplotlib (papermill runs it headless); each function returns its axes.
+
+Why these plots: a league is healthy when Main keeps climbing against the fixed
+opponents, when PFSP keeps moving Main's games towards the opponents it still loses to,
+when the exploiters find and lose their edge (mode switches, resets), and when no role's
+policy collapses (entropy falling to nothing, one button spammed).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from brawlkit.league.plots import ROLE_COLOURS, LeagueView, _ax
+from brawlkit.league.records import Member
+
+#: opponent groups of the PFSP-draws plot, in stacking order
+GROUPS = ("cpu", "baseline", "main", "main_exploiter", "league_exploiter", "human", "other")
+GROUP_COLOURS = {**ROLE_COLOURS, "human": "tab:orange", "other": "tab:purple"}
+TRAINED_ROLES = ("main", "main_exploiter", "league_exploiter")
+
+
+def opponent_group(view: LeagueView, member_id: str) -> str:
+    """Which group an opponent id belongs to: its role, or ``human`` for players."""
+    if member_id.startswith("player:") or member_id == "anonymous":
+        return "human"
+    role = view.role(member_id)
+    return role if role in GROUPS else "other"
+
+
+def opponent_draws(view: LeagueView, role: str) -> tuple[list[int], dict[str, np.ndarray]]:
+    """The opponents ``role`` actually drew, per generation, as fractions of its games.
+
+    A trainee's training matches are logged with ``source`` ``train:<role>`` and the
+    trainee's side in ``a`` (the member registered for that generation), so counting
+    ``b``'s group per ``a``'s generation is the realised PFSP distribution — what the
+    sampler did, not what it was configured to do. Returns ``(generations, {group:
+    fractions})`` with one value per generation for every group in :data:`GROUPS`.
+    """
+    gen_of = {m.id: m.generation for m in view.members if m.role == role}
+    counts: dict[int, Counter[str]] = defaultdict(Counter)
+    for r in view.matches:
+        if r.source == f"train:{role}" and r.a in gen_of:
+            counts[gen_of[r.a]][opponent_group(view, r.b)] += 1
+    gens = sorted(counts)
+    out = {g: np.array([counts[x][g] / max(1, sum(counts[x].values())) for x in gens])
+           for g in GROUPS}
+    return gens, out
+
+
+def plot_pfsp_draws(view: LeagueView, axes: Any = None,
+                    roles: Sequence[str] = TRAINED_ROLES) -> Any:
+    """Per role, the share of its training games against each opponent group by
+    generation (stacked). Healthy: Main's share moves towards what it still loses to;
+    the main exploiter stays on Main; the league exploiter spreads over the pool."""
+    import matplotlib.pyplot as plt
+
+    if axes is None:
+        _, axes = plt.subplots(1, len(roles), figsize=(4.2 * len(roles), 3.4), squeeze=False)
+        axes = axes[0]
+    for ax, role in zip(axes, roles, strict=True):
+        gens, share = opponent_draws(view, role)
+        if not gens:
+            ax.text(0.5, 0.5, "no training matches", ha="center", transform=ax.transAxes)
+        else:
+            groups = [g for g in GROUPS if share[g].any()]
+            ax.stackplot(gens, *[share[g] for g in groups], labels=groups,
+                         colors=[GROUP_COLOURS[g] for g in groups], alpha=0.8)
+            ax.set_ylim(0, 1)
+            ax.legend(fontsize=6, loc="upper left")
+        ax.set_title(f"{role}: opponents drawn", fontsize=9)
+        ax.set_xlabel("generation")
+    axes[0].set_ylabel("share of training games")
+    return axes
+
+
+def progress_files(runs_root: str | Path, role: str) -> list[Path]:
+    """A role's trainer logs in time order: per run directory (oldest first) the parts a
+    ``--resume`` set aside (``progress_until_gen_XXXX.csv``), then ``progress.csv``."""
+    out: list[Path] = []
+    for rdir in sorted(p for p in Path(runs_root, role).glob("*") if p.is_dir()):
+        out += sorted(rdir.glob("progress_until_gen_*.csv"))
+        if (rdir / "progress.csv").is_file():
+            out.append(rdir / "progress.csv")
+    return out
+
+
+def read_progress(runs_root: str | Path, role: str) -> list[dict[str, float]]:
+    """Every row of a role's trainer logs (:func:`progress_files`) as floats (blank or
+    non-numeric cells left out), with ``time/total_timesteps`` made cumulative: SB3
+    counts from 0 again after a resume or an exploiter's reset, and the role should
+    read as one time line."""
+    rows: list[dict[str, float]] = []
+    offset = prev = 0.0
+    for path in progress_files(runs_root, role):
+        try:
+            with open(path, newline="") as f:
+                for raw in csv.DictReader(f):
+                    row = {}
+                    for k, v in raw.items():
+                        try:
+                            if k and v not in (None, ""):
+                                row[k] = float(v)
+                        except (TypeError, ValueError):
+                            continue
+                    if "time/total_timesteps" in row:
+                        t = row["time/total_timesteps"]
+                        if t < prev:  # counting restarted
+                            offset += prev
+                        prev = t
+                        row["time/total_timesteps"] = t + offset
+                    rows.append(row)
+        except OSError:
+            continue
+    return rows
+
+
+def _series(rows: list[dict[str, float]], key: str) -> tuple[np.ndarray, np.ndarray]:
+    pts = [(r["time/total_timesteps"], r[key]) for r in rows
+           if key in r and "time/total_timesteps" in r and math.isfinite(r[key])]
+    if not pts:
+        return np.zeros(0), np.zeros(0)
+    a = np.array(pts)
+    return a[:, 0], a[:, 1]
+
+
+def resets(members: Sequence[Member], role: str) -> list[int]:
+    """Generations at which ``role`` started a new lineage (a member with no parent
+    after the first): the exploiters' resets."""
+    return sorted(m.generation for m in members
+                  if m.role == role and m.parent is None and m.generation > 0)
+
+
+def plot_exploiter_modes(view: LeagueView, runs_root: str | Path, axes: Any = None) -> Any:
+    """The main exploiter's share of rollouts against Main's newest checkpoint versus
+    its fallback (Main's history) over training time, and both exploiters' resets.
+    Healthy: it switches to the fallback when Main outgrows it and back once it
+    catches up; resets restart its climb."""
+    import matplotlib.pyplot as plt
+
+    if axes is None:
+        _, axes = plt.subplots(1, 2, figsize=(12, 3.4))
+    rows = read_progress(runs_root, "main_exploiter")
+    ax = axes[0]
+    for key, colour in (("curriculum/branch/main", "tab:blue"),
+                        ("curriculum/branch/main_history", "tab:cyan")):
+        x, y = _series(rows, key)
+        if len(x):
+            ax.plot(x, y, color=colour, lw=1, label=key.rsplit("/", 1)[-1])
+    ax.set_ylim(-0.05, 1.05)
+    ax.set_xlabel("main exploiter's env steps")
+    ax.set_ylabel("share of episodes")
+    ax.set_title("main exploiter: target (Main) vs fallback (Main's history)", fontsize=9)
+    if rows:
+        ax.legend(fontsize=7)
+    else:
+        ax.text(0.5, 0.5, "no progress.csv", ha="center", transform=ax.transAxes)
+    ax = axes[1]
+    for i, role in enumerate(("main_exploiter", "league_exploiter")):
+        gens = resets(view.members, role)
+        ax.eventplot([gens], lineoffsets=i, colors=ROLE_COLOURS[role], linelengths=0.6)
+    ax.set_yticks([0, 1], ["main_exploiter", "league_exploiter"])
+    ax.set_xlabel("generation")
+    ax.set_title("resets (a new lineage)", fontsize=9)
+    return axes
+
+
+def plot_entropy_and_spam(runs_root: str | Path, axes: Any = None,
+                          roles: Sequence[str] = TRAINED_ROLES) -> Any:
+    """Per role over training time: the policy's entropy (SB3's ``train/entropy_loss``
+    is its negative) and ``play/spam_fraction`` (share of an episode spent on its single
+    most-used action pattern). Healthy: entropy falls slowly and stays above the collapse, spam stays low."""
+    import matplotlib.pyplot as plt
+
+    if axes is None:
+        _, axes = plt.subplots(1, 2, figsize=(12, 3.4))
+    shown = False
+    for role in roles:
+        rows = read_progress(runs_root, role)
+        colour = ROLE_COLOURS.get(role, "grey")
+        x, y = _series(rows, "train/entropy_loss")
+        if len(x):
+            axes[0].plot(x, -y, color=colour, lw=1, label=role)
+            shown = True
+        x, y = _series(rows, "play/spam_fraction")
+        if len(x):
+            axes[1].plot(x, y, color=colour, lw=1, label=role)
+    for ax, title in zip(axes, ("entropy", "spam fraction"), strict=True):
+        ax.set_xlabel("env steps of the role")
+        ax.set_title(f"{title} per role", fontsize=9)
+        if shown:
+            ax.legend(fontsize=7)
+        else:
+            ax.text(0.5, 0.5, "no progress.csv", ha="center", transform=ax.transAxes)
+    return axes
+
+
+def plot_ratings_by_kind(entries: Sequence[dict[str, Any]], ax: Any = None, top: int = 40) -> Any:
+    """Bots and humans on one Elo scale: the ``top`` rated entries of a ratings list
+    (``elo --json``'s ``members``, or ``GET /ratings``), coloured by kind. Healthy: the
+    newest Main generations near the top, humans placed among the bots they beat."""
+    colours = {"bot": "tab:blue", "baseline": "black", "cpu": "tab:gray", "human": "tab:orange"}
+    rows = sorted((e for e in entries if e.get("games", 0)), key=lambda e: -float(e["rating"]))[:top]
+    ax = _ax(ax, (10, max(3.0, 0.22 * len(rows) + 1)))
+    if not rows:
+        ax.text(0.5, 0.5, "no rated games yet", ha="center", transform=ax.transAxes)
+        return ax
+    y = np.arange(len(rows))[::-1]
+    kinds = [str(e.get("kind", "bot")) for e in rows]
+    ax.barh(y, [float(e["rating"]) for e in rows], color=[colours.get(k, "tab:purple") for k in kinds])
+    ax.set_yticks(y, [str(e["id"]) for e in rows], fontsize=6)
+    lo = min(float(e["rating"]) for e in rows)
+    ax.set_xlim(left=max(0.0, lo - 100))
+    for k, c in colours.items():
+        if k in kinds:
+            ax.barh([], [], color=c, label=k)
+    ax.legend(fontsize=7, loc="lower right")
+    ax.set_xlabel("Elo")
+    ax.set_title("ratings of bots and humans (one scale)")
+    return ax
