@@ -110,6 +110,37 @@ def test_elo_drift_notebook_runs_headless(small_league, tmp_path):
     assert images >= 4
 
 
+@pytest.mark.notebooks
+def test_league_overview_notebook_runs_headless(small_league, tmp_path):
+    """Every plot of the overview draws from a real league, and the kept upset (a bot
+    pool's index.json naming a .bpr) is re-simulated, verified and shown as a GIF."""
+    import nbformat
+    import papermill
+
+    from brawlkit.replay.format import replay_filename, write_replay
+    from brawlkit.replay.play import record_cpu_match
+
+    replays = tmp_path / "replays"
+    rec = record_cpu_match(None, 2, 6, seed=11, max_ticks=600)
+    path = write_replay(replays / replay_filename(rec), rec)
+    entry = {"file": path.name, "a": "cpu:2", "b": "cpu:6", "rating_a": 1100.0,
+             "rating_b": 1500.0, "result": "win", "expected": 0.09, "surprise": 0.91,
+             "ticks": rec.n_ticks, "time": 1.0, "source": "botpool", "arena": 1, "match_id": 1}
+    (replays / "index.json").write_text(json.dumps({"keep": 1, "replays": [entry]}))
+    out = tmp_path / "overview.out.ipynb"
+    papermill.execute_notebook(str(ROOT / "notebooks" / "league_overview.ipynb"), str(out),
+                               parameters={"league_dir": str(small_league),
+                                           "runs_root": str(small_league.parent / "runs"),
+                                           "replays_dir": str(replays), "bootstrap": 10,
+                                           "replay_every": 30},
+                               kernel_name="python3", cwd=str(tmp_path), progress_bar=False)
+    nb = nbformat.read(str(out), as_version=4)
+    kinds = [k for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+             for k in o.get("data", {}) if k.startswith("image/")]
+    assert kinds.count("image/png") >= 4 and "image/gif" in kinds, kinds
+    assert (replays / "latest_upset.gif").stat().st_size > 0
+
+
 def test_a_trainer_killed_mid_run_leaves_the_pool_readable(tmp_path):
     league = tmp_path / "league"
     before = _servers()

@@ -222,10 +222,10 @@ def plot_ratings_by_kind(entries: Sequence[dict[str, Any]], ax: Any = None, top:
     ax.set_yticks(y, [str(e["id"]) for e in rows], fontsize=6)
     lo = min(float(e["rating"]) for e in rows)
     ax.set_xlim(left=max(0.0, lo - 100))
-    for k, c in colours.items():
-        if k in kinds:
-            ax.barh([], [], color=c, label=k)
-    ax.legend(fontsize=7, loc="lower right")
+    from matplotlib.patches import Patch
+
+    ax.legend(handles=[Patch(color=c, label=k) for k, c in colours.items() if k in kinds],
+              fontsize=7, loc="lower right")
     ax.set_xlabel("Elo")
     ax.set_title("ratings of bots and humans (one scale)")
     return ax
