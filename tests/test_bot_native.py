@@ -324,3 +324,55 @@ def test_bot_refuses_a_layout_it_cannot_build(bot_bin, server_factory, tmp_path)
                         str(tmp_path / "l9.bpw"), "--matches", "1"],
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 2 and "input layout 9" in r.stderr, r.stderr
+
+
+# ----------------------------------------------------------------- names, peers, --mode
+def test_named_bots_print_peers_and_play_each_other(start_bot, server_factory, sim_lib,
+                                                    tmp_path):
+    """Two --name bots in a fastforward arena the first one creates (--mode on a lockstep
+    server): each prints the other's PEER line before the result, both report the same
+    match, and the server's recording of it names both and replays bit for bit."""
+    from test_replay_server import assert_replays, read_bpr
+
+    large_weight_checkpoint(tmp_path / "ppo.zip", seed=4)
+    export_checkpoint(tmp_path / "ppo.zip", tmp_path / "p.bpw", compress="shuffle")
+    rec = tmp_path / "rec"
+    srv = server_factory(mode="lockstep", speed=30, spin_us=0, extra_args=["--record", str(rec)])
+    first = start_bot(srv, tmp_path / "p.bpw", "--new-arena", "--mode", "fastforward",
+                      "--cpu-level", "0", "--name", "alpha")
+    joined = ""
+    while "bot: joined" not in joined:
+        joined = first.stderr.readline()
+        assert joined, "the first bot exited before joining"
+    m = re.search(r"arena (\d+) slot 0 mode (\d+)", joined)
+    assert m and int(m.group(2)) == 1, joined  # BP_MODE_FASTFORWARD
+    second = start_bot(srv, tmp_path / "p.bpw", "--arena", m.group(1), "--no-reset",
+                       "--name", "beta")
+    rc1, out1, err1 = _finish(first, timeout=60)
+    rc2, out2, err2 = _finish(second, timeout=60)
+    assert rc1 == 0, err1
+    assert rc2 == 0, err2
+    lines1, lines2 = out1.splitlines(), out2.splitlines()
+    assert "peer slot 1 kind 1 name beta ticket -" in lines1, out1
+    assert lines2[0] == "peer slot 0 kind 1 name alpha ticket -", out2
+    r1 = [ln for ln in lines1 if ln.startswith("match ")]
+    r2 = [ln for ln in lines2 if ln.startswith("match ")]
+    assert len(r1) == 1 and r1 == r2 and lines1.index(r1[0]) > lines1.index(
+        "peer slot 1 kind 1 name beta ticket -")
+    match_id, winner, ticks = map(int, _RESULT.fullmatch(r1[0] + "\n").groups())
+    recs = [read_bpr(p) for p in rec.glob("*.bpr")]
+    (done,) = [r for r in recs if r.match_id == match_id]
+    assert (done.name0, done.name1, done.mode, done.complete) == ("alpha", "beta", 1, 1)
+    assert (done.winner, done.n_ticks) == (winner, ticks)
+    assert_replays(sim_lib, done)
+
+
+def test_bot_rejects_a_bad_name_or_mode(bot_bin, tmp_path):
+    for bad in (["--name", ""], ["--name", "x" * 32], ["--name", "tab\there"],
+                ["--mode", "turbo"]):
+        r = subprocess.run([str(bot_bin), "--server", "127.0.0.1:9", "--weights",
+                            str(tmp_path / "none.bpw"), *bad], capture_output=True, text=True,
+                           timeout=10)
+        assert r.returncode == 2 and "usage" in r.stderr, (bad, r.stderr)
+    r = subprocess.run([str(bot_bin), "--help"], capture_output=True, text=True, timeout=10)
+    assert "--name NAME" in r.stdout and "--mode M" in r.stdout

@@ -15,7 +15,7 @@ from brawlkit.wire import protocol as P
 from brawlkit.wire.constants import C, header_constants
 
 STRUCTS = [P.NetHeader, P.UserCmd, P.NetPlayer, P.MatchState, P.SnapshotPacket, P.NetHello,
-           P.NetWelcome, P.NetBye, P.NetReset, P.NetError]
+           P.NetWelcome, P.NetBye, P.NetReset, P.NetError, P.NetIdent, P.NetPeer]
 
 
 def _c_layout_program() -> str:
@@ -152,3 +152,29 @@ def test_every_packer_makes_a_valid_datagram() -> None:
     assert (reset.session, reset.seed, reset.nonce, reset.cpu_level) == (77, 5, 0xFFFF, C.BP_CPU_KEEP)
     assert P.parse_snapshot(pkts[C.BP_PKT_SNAPSHOT]).ticks_left == 5
     assert P.snapshot_or_none(pkts[C.BP_PKT_CMD]) is None
+
+
+def test_ident_and_peer_pack_and_parse() -> None:
+    data = P.pack_ident(5, 0xCAFE, "bot alpha", "tkt.1-x")
+    assert P.validate_datagram(data).type == C.BP_PKT_IDENT
+    assert len(data) == P.PACKET_SIZES[C.BP_PKT_IDENT] == 12 + 228
+    ident = P.parse_payload(data, P.NetIdent)
+    assert (ident.session, ident.name, ident.ticket) == (0xCAFE, b"bot alpha", b"tkt.1-x")
+    for kwargs, field in (({"name": ""}, "name"), ({"name": "a\tb"}, "name"),
+                          ({"name": "x" * 32}, "name"), ({"name": "ok", "ticket": "é"}, "ticket"),
+                          ({"name": "ok", "ticket": "t" * 192}, "ticket")):
+        with pytest.raises(ValueError, match=field):
+            P.pack_ident(0, 1, **kwargs)
+    assert len(P.pack_ident(0, 1, "n" * 31, "t" * 191)) == 240
+    pkt = P.NetPeer(arena_id=7, slot=1, kind=C.BP_PEER_CPU, name=b"cpu:3")
+    data = bytes(P.make_header(C.BP_PKT_PEER, 9)) + bytes(pkt)
+    assert P.parse_peer(data) == P.Peer(7, 1, C.BP_PEER_CPU, "cpu:3", "")
+    assert P.peer_or_none(data[:-1]) is None
+    for bad in (P.NetPeer(slot=2), P.NetPeer(kind=9), P.NetPeer(name=b"a\x01")):
+        with pytest.raises(P.ProtocolError):
+            P.parse_peer(bytes(P.make_header(C.BP_PKT_PEER, 9)) + bytes(bad))
+    with pytest.raises(P.ProtocolError, match="expected PEER"):
+        P.parse_peer(P.pack_ident(0, 1, "x"))
+    spect = P.parse_payload(P.pack_hello(0, C.BP_SLOT_SPECTATE, 3, arena_op=C.BP_ARENA_JOIN,
+                                         arena_id=12), P.NetHello)
+    assert (spect.want_slot, spect.arena_op, spect.arena_id) == (254, C.BP_ARENA_JOIN, 12)

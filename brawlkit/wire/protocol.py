@@ -151,6 +151,27 @@ class NetError(_LE):
     ]
 
 
+class NetIdent(_LE):
+    _pack_ = 1
+    _fields_ = [
+        ("session", ctypes.c_uint32),
+        ("name", ctypes.c_char * int(C.BP_NAME_LEN)),
+        ("ticket", ctypes.c_char * int(C.BP_TICKET_LEN)),
+    ]
+
+
+class NetPeer(_LE):
+    _pack_ = 1
+    _fields_ = [
+        ("arena_id", ctypes.c_uint32),
+        ("slot", ctypes.c_uint8),
+        ("kind", ctypes.c_uint8),
+        ("reserved", ctypes.c_uint16),
+        ("name", ctypes.c_char * int(C.BP_NAME_LEN)),
+        ("ticket", ctypes.c_char * int(C.BP_TICKET_LEN)),
+    ]
+
+
 # Sizes fixed by the protocol (docs/protocol.md) and by the header's payload table.
 EXPECTED_SIZES: dict[type[ctypes.Structure], int] = {
     NetHeader: 12,
@@ -163,6 +184,8 @@ EXPECTED_SIZES: dict[type[ctypes.Structure], int] = {
     NetBye: 4,
     NetReset: 16,
     NetError: 40,
+    NetIdent: 228,
+    NetPeer: 232,
 }
 for _cls, _size in EXPECTED_SIZES.items():
     assert ctypes.sizeof(_cls) == _size, (
@@ -181,6 +204,8 @@ PAYLOADS: dict[int, type[ctypes.Structure]] = {
     C.BP_PKT_BYE: NetBye,
     C.BP_PKT_RESET: NetReset,
     C.BP_PKT_ERROR: NetError,
+    C.BP_PKT_IDENT: NetIdent,
+    C.BP_PKT_PEER: NetPeer,
 }
 
 #: total datagram length of each packet type (header + payload)
@@ -228,9 +253,11 @@ _CMD = _struct(NetHeader, UserCmd)
 _HELLO = _struct(NetHeader, NetHello)
 _RESET = _struct(NetHeader, NetReset)
 _BYE = _struct(NetHeader, NetBye)
+_IDENT = _struct(NetHeader, NetIdent)
+_PEER = _struct(NetHeader, NetPeer)
 _MATCH_PLAYERS = _struct(MatchState, NetPlayer, NetPlayer)
 for _s, _t in ((_CMD, C.BP_PKT_CMD), (_HELLO, C.BP_PKT_HELLO), (_RESET, C.BP_PKT_RESET),
-               (_BYE, C.BP_PKT_BYE)):
+               (_BYE, C.BP_PKT_BYE), (_IDENT, C.BP_PKT_IDENT), (_PEER, C.BP_PKT_PEER)):
     assert _s.size == PACKET_SIZES[_t]
 assert _SNAP.size == SNAPSHOT_SIZE == HEADER_SIZE + _MATCH_PLAYERS.size
 _N_PLAYER = len(NetPlayer._fields_)
@@ -414,6 +441,72 @@ def pack_snapshot(
         raise ValueError("a snapshot carries exactly two players")
     return _SNAP.pack(*_hdr(C.BP_PKT_SNAPSHOT, seq, tick), match_id, ticks_left & 0xFFFFFFFF,
                       phase, winner, n_players, mode, ack_cmd_seq, *players[0], *players[1])
+
+
+def _text_field(value: str, field: str, size: int, *, allow_empty: bool) -> bytes:
+    """``value`` as a NUL-padded field of ``size`` bytes: printable ASCII (0x20..0x7e),
+    at most ``size - 1`` characters (the server requires a terminating NUL)."""
+    if not value and not allow_empty:
+        raise ValueError(f"{field} must not be empty")
+    if len(value) > size - 1:
+        raise ValueError(f"{field} has {len(value)} characters, at most {size - 1} allowed")
+    bad = [ch for ch in value if not " " <= ch <= "~"]
+    if bad:
+        raise ValueError(f"{field} has a character outside printable ASCII: {bad[0]!r}")
+    return value.encode("ascii")
+
+
+def pack_ident(seq: int, session: int, name: str, ticket: str = "") -> bytes:
+    """IDENT: name (non-empty) and registry ticket (empty = anonymous) of the player
+    in the sender's slot.  Raises ValueError naming the bad field (``name`` or
+    ``ticket``): the server would drop it (``bad_ident``) and answer ERROR BAD_REQUEST.
+    Re-send it until a PEER of the own slot shows the name (the server answers an
+    IDENT that changes nothing with both PEERs to the sender)."""
+    n = _text_field(name, "name", int(C.BP_NAME_LEN), allow_empty=False)
+    t = _text_field(ticket, "ticket", int(C.BP_TICKET_LEN), allow_empty=True)
+    return _IDENT.pack(*_hdr(C.BP_PKT_IDENT, seq), session & 0xFFFFFFFF, n, t)
+
+
+class Peer(NamedTuple):
+    """A decoded PEER: who holds ``slot`` of ``arena_id`` (kind ``BP_PEER_*``;
+    the CPU is named ``cpu:L``; an empty slot has kind EMPTY and name "")."""
+
+    arena_id: int
+    slot: int
+    kind: int
+    name: str
+    ticket: str
+
+
+def parse_peer(data: bytes) -> Peer:
+    """Decode a PEER datagram (header, exact size, slot, kind, printable text) or raise
+    :class:`ProtocolError`."""
+    hdr = validate_datagram(data)
+    if hdr.type != C.BP_PKT_PEER:
+        raise ProtocolError(f"expected PEER, got packet type {hdr.type}")
+    v = _PEER.unpack(data)
+    arena_id, slot, kind, _, name_b, ticket_b = v[5:]
+    if slot not in (0, 1):
+        raise ProtocolError(f"PEER for slot {slot}")
+    if kind not in (C.BP_PEER_EMPTY, C.BP_PEER_CLIENT, C.BP_PEER_CPU):
+        raise ProtocolError(f"PEER of unknown kind {kind}")
+    texts = []
+    for field, raw in (("name", name_b), ("ticket", ticket_b)):
+        text, _, pad = raw.partition(b"\0")
+        if pad.strip(b"\0") or any(not 0x20 <= ch <= 0x7E for ch in text):
+            raise ProtocolError(f"PEER {field} is not NUL-padded printable ASCII")
+        texts.append(text.decode("ascii"))
+    return Peer(arena_id, slot, kind, texts[0], texts[1])
+
+
+def peer_or_none(data: bytes) -> Peer | None:
+    """:func:`parse_peer`, or None for anything that is not a valid PEER."""
+    if len(data) != PACKET_SIZES[C.BP_PKT_PEER]:
+        return None
+    try:
+        return parse_peer(data)
+    except ProtocolError:
+        return None
 
 
 def struct_layout(cls: type[ctypes.Structure]) -> list[tuple[str, int, int]]:

@@ -26,6 +26,8 @@
  * BYE      (5)  client -> server        12 + 4        NetBye
  * RESET    (6)  client -> server        12 + 16       NetReset
  * ERROR    (7)  server -> client        12 + 40       NetError
+ * IDENT    (8)  client -> server        12 + 228      NetIdent
+ * PEER     (9)  server -> client        12 + 232      NetPeer
  *
  * A datagram whose length is not exactly the size above for its type, whose
  * magic/version is wrong, whose type is unknown or server-bound-invalid, or
@@ -45,6 +47,13 @@
  *   may restart per match); every client gets a SNAPSHOT.
  *   client BYE(session) -> slot freed (match pauses in WAITING until refilled).
  *   Once OVER, every CMD is answered with the final SNAPSHOT until a RESET.
+ *   client IDENT(session, name, ticket) -> the slot's name; the server sends
+ *   PEER(slot 0), PEER(slot 1) to every client of the arena on each join,
+ *   leave, name change and new match (an IDENT changing nothing: to the
+ *   sender only).  HELLO(want_slot BP_SLOT_SPECTATE, JOIN arena_id) ->
+ *   WELCOME(slot 254): a spectator gets every SNAPSHOT / PEER the arena
+ *   broadcasts, may not CMD / RESET / IDENT (ERROR BAD_SLOT), at most
+ *   BP_MAX_SPECTATORS, never keeps the arena alive.
  *
  * Modes (BP_MODE_*):
  *   REALTIME     ticks at 60 Hz wall clock, snapshot to each client each tick.
@@ -75,6 +84,8 @@
 #define BP_PKT_BYE 5
 #define BP_PKT_RESET 6
 #define BP_PKT_ERROR 7
+#define BP_PKT_IDENT 8 /* c->s NetIdent: the sender's player name (and ticket) */
+#define BP_PKT_PEER 9  /* s->c NetPeer: who holds a slot of the arena */
 
 #define BP_BTN_JUMP 1
 #define BP_BTN_ATTACK 2
@@ -95,6 +106,18 @@
 
 /* HELLO.want_slot: a slot number, or this for "any free slot" */
 #define BP_SLOT_ANY 255
+/* HELLO.want_slot: watch arena_id (arena_op BP_ARENA_JOIN) without a slot; WELCOME.slot */
+#define BP_SLOT_SPECTATE 254
+/* spectators per arena (more are refused with BP_ERR_FULL) */
+#define BP_MAX_SPECTATORS 4
+/* NetIdent / NetPeer name: printable ASCII 0x20..0x7e, NUL-padded, at most 31 chars */
+#define BP_NAME_LEN 32
+/* NetIdent / NetPeer ticket: printable ASCII, NUL-padded, at most 191 chars; empty = anonymous */
+#define BP_TICKET_LEN 192
+/* NetPeer.kind: who holds the slot */
+#define BP_PEER_EMPTY 0
+#define BP_PEER_CLIENT 1
+#define BP_PEER_CPU 2
 /* HELLO.arena_op: what a client asks for (protocol v2, docs/protocol.md "Arenas") */
 #define BP_ARENA_CREATE 0 /* a new arena of its own (mode, cpu_level, seed, speed as given) */
 #define BP_ARENA_JOIN 1   /* the arena arena_id (e.g. an opponent joining slot 1) */
@@ -343,6 +366,66 @@ typedef struct {
     char text[BP_ERROR_TEXT_LEN]; /* NUL-padded ASCII */
 } NetError;
 
+/* IDENT payload: the name (non-empty) and registry ticket (may be empty) of
+ * the player holding the sender's slot; kept until the client leaves.  The
+ * server answers with PEER packets (docs/protocol.md "Player identity"). */
+typedef struct {
+    uint32_t session;
+    char name[BP_NAME_LEN];
+    char ticket[BP_TICKET_LEN];
+} NetIdent;
+
+/* PEER payload: who holds `slot` of arena `arena_id` (kind BP_PEER_*; the CPU
+ * is named "cpu:L", an empty slot has name ""), sent for slot 0 then slot 1 to
+ * every client and spectator of the arena whenever that changes, at every new
+ * match, and in answer to an IDENT that changes nothing. */
+typedef struct {
+    uint32_t arena_id;
+    uint8_t slot;
+    uint8_t kind;
+    uint16_t reserved;
+    char name[BP_NAME_LEN];
+    char ticket[BP_TICKET_LEN];
+} NetPeer;
+
+/* ---------------------------------------------------------------- replays (.bpr)
+ * docs/replays.md.  Written by brawlpit_server --record DIR: the header, n_runs
+ * BpReplayRun, then the final NetPlayer players[2].  Replaying = bp_sim_reset(seed,
+ * match_id) and bp_sim_step each tick with the recorded inputs; bp_sim_state_hash
+ * then equals final_hash. */
+/* magic: the bytes "BPRP" (as a little-endian u32, since every BP_ define is numeric) */
+#define BP_REPLAY_MAGIC 0x50525042
+#define BP_REPLAY_VERSION 1
+#define BP_REPLAY_HEADER_SIZE 128
+typedef struct {
+    char magic[4]; /* "BPRP" (BP_REPLAY_MAGIC) */
+    uint16_t version;
+    uint16_t header_size;
+    uint32_t seed;
+    uint32_t match_id;
+    uint32_t arena_id;
+    uint8_t mode;
+    uint8_t cpu_level; /* 0 none, 1..8 the CPU in slot 1 (its inputs are recorded) */
+    uint8_t complete;  /* 1 = the match reached phase over */
+    uint8_t winner;    /* bp_sim_winner at the end */
+    uint32_t n_ticks;  /* sum of the runs' counts */
+    uint64_t final_hash;
+    uint64_t start_unix_ms;
+    char name0[BP_NAME_LEN];
+    char name1[BP_NAME_LEN];
+    uint32_t n_runs;
+    uint8_t reserved[16];
+} BpReplayHeader;
+
+/* `count` consecutive ticks with the same inputs (as passed to bp_sim_step) */
+typedef struct {
+    uint32_t count;
+    float sx0, sy0;
+    uint32_t buttons0;
+    float sx1, sy1;
+    uint32_t buttons1;
+} BpReplayRun;
+
 #pragma pack(pop)
 
 _Static_assert(sizeof(NetHeader) == 12, "NetHeader must be 12 bytes");
@@ -355,5 +438,9 @@ _Static_assert(sizeof(NetWelcome) == 28, "NetWelcome must be 28 bytes");
 _Static_assert(sizeof(NetBye) == 4, "NetBye must be 4 bytes");
 _Static_assert(sizeof(NetReset) == 16, "NetReset must be 16 bytes");
 _Static_assert(sizeof(NetError) == 40, "NetError must be 40 bytes");
+_Static_assert(sizeof(NetIdent) == 228, "NetIdent must be 228 bytes");
+_Static_assert(sizeof(NetPeer) == 232, "NetPeer must be 232 bytes");
+_Static_assert(sizeof(BpReplayHeader) == BP_REPLAY_HEADER_SIZE, "BpReplayHeader must be 128 bytes");
+_Static_assert(sizeof(BpReplayRun) == 28, "BpReplayRun must be 28 bytes");
 
 #endif /* BRAWLPIT_H */

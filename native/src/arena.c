@@ -16,7 +16,7 @@
 
 typedef struct {
     uint64_t key; /* 0 = empty, else KEY_USED | ip << 16 | port */
-    uint32_t ref; /* arena index * BP_ARENA_SLOTS + slot */
+    uint32_t ref; /* arena index * BP_ARENA_SEATS + seat */
 } HashEntry;
 
 struct BpArenaTable {
@@ -49,7 +49,7 @@ static uint32_t next_pow2(uint32_t v) {
 
 /* ------------------------------------------------------------ create / destroy */
 static int alloc_table(BpArenaTable *t, int max) {
-    uint32_t hcap = next_pow2((uint32_t)(max * BP_ARENA_SLOTS * HASH_LOAD_INV));
+    uint32_t hcap = next_pow2((uint32_t)(max * BP_ARENA_SEATS * HASH_LOAD_INV));
     t->a = calloc((size_t)max, sizeof *t->a);
     t->gen = calloc((size_t)max, sizeof *t->gen);
     t->free_stack = calloc((size_t)max, sizeof *t->free_stack);
@@ -95,6 +95,7 @@ void bp_arenas_destroy(BpArenaTable *t) {
     for (int i = 0; t->a && i < t->max; i++) {
         bp_cpu_destroy(t->a[i].cpu);
         bp_sim_destroy(t->a[i].sim);
+        bp_rec_free(&t->a[i].rec);
     }
     free(t->a);
     free(t->gen);
@@ -169,8 +170,10 @@ BpArena *bp_arena_new(BpArenaTable *t, int mode) {
     int i = t->free_stack[--t->nfree];
     BpArena *a = &t->a[i];
     BpSim *sim = a->sim;
+    BpReplayRun *runs = a->rec.runs; /* a recording buffer stays with its table slot */
     memset(a, 0, sizeof *a);
     a->sim = sim;
+    a->rec.runs = runs;
     a->idx = i;
     a->id = ((t->gen[i] << BP_ARENA_INDEX_BITS) | (uint32_t)i) + 1u;
     a->serial = ++t->serial;
@@ -186,6 +189,7 @@ BpArena *bp_arena_new(BpArenaTable *t, int mode) {
 }
 
 void bp_arena_free(BpArenaTable *t, BpArena *a) {
+    for (int i = 0; i < BP_MAX_SPECTATORS; i++) bp_arena_unspectate(t, a, i);
     open_unlink(t, a);
     if (a->prev != NO_LINK) t->a[a->prev].next = a->next;
     else t->head[a->mode] = a->next;
@@ -253,8 +257,8 @@ static void hash_delete(BpArenaTable *t, uint32_t i) {
 BpArena *bp_arena_by_addr(BpArenaTable *t, const struct sockaddr_in *addr, int *slot) {
     uint32_t i = hash_find(t, addr_key(addr));
     if (!t->hash[i].key) return NULL;
-    *slot = (int)(t->hash[i].ref % BP_ARENA_SLOTS);
-    return &t->a[t->hash[i].ref / BP_ARENA_SLOTS];
+    *slot = (int)(t->hash[i].ref % BP_ARENA_SEATS);
+    return &t->a[t->hash[i].ref / BP_ARENA_SEATS];
 }
 
 /* ------------------------------------------------------------ clients */
@@ -262,7 +266,7 @@ BpClient *bp_arena_attach(BpArenaTable *t, BpArena *a, int slot, const struct so
                           uint32_t session) {
     uint32_t i = hash_find(t, addr_key(addr));
     t->hash[i].key = addr_key(addr);
-    t->hash[i].ref = (uint32_t)(a->idx * BP_ARENA_SLOTS + slot);
+    t->hash[i].ref = (uint32_t)(a->idx * BP_ARENA_SEATS + slot);
     BpClient *c = &a->cl[slot];
     memset(c, 0, sizeof *c);
     c->active = 1;
@@ -281,6 +285,37 @@ void bp_arena_detach(BpArenaTable *t, BpArena *a, int slot) {
     bp_arena_refresh(t, a);
 }
 
+/* ------------------------------------------------------------ spectators */
+int bp_arena_spectate(BpArenaTable *t, BpArena *a, const struct sockaddr_in *addr, uint32_t session) {
+    for (int k = 0; k < BP_MAX_SPECTATORS; k++) {
+        BpSpectator *sp = &a->spec[k];
+        if (sp->active) continue;
+        uint32_t i = hash_find(t, addr_key(addr));
+        t->hash[i].key = addr_key(addr);
+        t->hash[i].ref = (uint32_t)(a->idx * BP_ARENA_SEATS + BP_SEAT_SPECTATOR(k));
+        memset(sp, 0, sizeof *sp);
+        sp->active = 1;
+        sp->addr = *addr;
+        sp->session = session;
+        return k;
+    }
+    return -1;
+}
+
+void bp_arena_unspectate(BpArenaTable *t, BpArena *a, int k) {
+    BpSpectator *sp = &a->spec[k];
+    if (!sp->active) return;
+    uint32_t i = hash_find(t, addr_key(&sp->addr));
+    if (t->hash[i].key) hash_delete(t, i);
+    memset(sp, 0, sizeof *sp);
+}
+
+int bp_arena_spectators(const BpArena *a) {
+    int n = 0;
+    for (int k = 0; k < BP_MAX_SPECTATORS; k++) n += a->spec[k].active;
+    return n;
+}
+
 /* ------------------------------------------------------------ sessions */
 uint32_t bp_arenas_session(BpArenaTable *t) {
     uint32_t s;
@@ -288,4 +323,18 @@ uint32_t bp_arenas_session(BpArenaTable *t) {
         s = (bp_xorshift32(&t->tok) * t->key_mul) ^ t->key_xor;
     } while (s == 0);
     return s;
+}
+
+/* ------------------------------------------------------------ identity */
+int bp_text_field_ok(const char *f, size_t n, int allow_empty) {
+    size_t len = 0;
+    while (len < n && f[len] != 0) {
+        unsigned char ch = (unsigned char)f[len];
+        if (ch < 0x20 || ch > 0x7e) return 0;
+        len++;
+    }
+    if (len == n || (len == 0 && !allow_empty)) return 0; /* no NUL / empty */
+    for (size_t i = len; i < n; i++)
+        if (f[i] != 0) return 0; /* NUL-padded, no text after the NUL */
+    return 1;
 }

@@ -3,7 +3,7 @@
  *
  *   brawlpit_bot --server HOST:PORT --weights POLICY.bpw [--slot N] [--matches K]
  *                [--seed S] [--cpu-level L] [--repeat R] [--no-reset]
- *                [--arena ID | --new-arena] [--trace FILE]
+ *                [--arena ID | --new-arena] [--mode M] [--name NAME] [--trace FILE]
  *   brawlpit_bot --help      (usage and one line per option on stdout, exit 0)
  *
  * Protocol v2 (docs/protocol.md): a server runs many matches ("arenas").  The
@@ -13,8 +13,19 @@
  * that arena (BP_ARENA_JOIN, e.g. the id another client's WELCOME reported);
  * --new-arena always creates one (BP_ARENA_CREATE).  The HELLO leaves the
  * arena's mode, CPU, seed and speed to the server's defaults (the RESET sets
- * the CPU).  stderr says where it landed:
+ * the CPU), except --mode realtime|fastforward|lockstep: the mode of the arena
+ * it creates (and that ANY looks for).  stderr says where it landed:
  *   bot: joined HOST:PORT arena <id> slot <s> mode <m> session <hex>
+ *
+ * Identity: with --name NAME the bot sends IDENT(NAME, no ticket) after the
+ * WELCOME and re-sends it every 100 ms until a PEER of its own slot shows
+ * NAME.  With --name it also prints one stdout line per change of the OTHER
+ * slot's PEER (the server sends PEERs on every join, leave, IDENT and new
+ * match), before that match's result line (without --name stdout carries the
+ * result lines only, as before):
+ *   peer slot <s> kind <k> name <name> ticket <t>
+ * k is BP_PEER_* (0 empty, 1 client, 2 CPU "cpu:L"); an empty name or ticket
+ * is printed as `-`.
  *
  * HELLO -> WELCOME; then per match: reload the weights (a new blob replaces the
  * old one without a restart; SIGHUP reloads too; a reload that fails or that
@@ -66,7 +77,8 @@
  * the player's previous command and own state, BP_INPUT_SELF_DIM values) with
  * BP_ACT_DIM outputs, and refuses any other layout or size.
  *
- * stdout: one line per finished match, `match <id> winner <w> ticks <t>`.
+ * stdout (flushed per line): one line per finished match, `match <id> winner
+ * <w> ticks <t>`, and the `peer ...` lines above.
  * stderr, on every (re)load of the weights:
  *   weights <path>: bpw v<version>, input layout <L>, action repeat <R>, reward <name|unknown>
  * --trace FILE writes one line per step: `<match> <tick> <sx> <sy> <buttons>
@@ -120,11 +132,13 @@ typedef struct {
     unsigned long seed;
     int arena_op;      /* BP_ARENA_ANY (default), _JOIN (--arena), _CREATE (--new-arena) */
     uint32_t arena_id; /* --arena ID */
+    int mode;          /* --mode: BP_MODE_*, BP_MODE_DEFAULT = the server's */
+    const char *name;  /* --name, or NULL (no IDENT) */
 } Args;
 
 /* one datagram as sent, kept for re-sending */
 typedef struct {
-    uint8_t buf[64];
+    uint8_t buf[sizeof(NetHeader) + sizeof(NetIdent)]; /* the largest packet the bot sends */
     size_t len;
 } Packet;
 
@@ -140,6 +154,11 @@ typedef struct {
     uint32_t match_id, cmd_seq;
     uint32_t nonce_rng;    /* xorshift32 state of the HELLO / RESET nonces (random start) */
     double last_rx, last_tx;
+    Packet ident;          /* our IDENT (--name), re-sent until a PEER shows the name */
+    int ident_pending;
+    double ident_tx;
+    int have_other;        /* the other slot's last PEER was printed */
+    NetPeer other;
 } Bot;
 
 /* ------------------------------------------------------------ packets */
@@ -340,7 +359,7 @@ static void reload(Bot *b, int mid_match)
 static const char USAGE[] =
     "usage: brawlpit_bot --server HOST:PORT --weights POLICY.bpw [--slot N]\n"
     "       [--matches K] [--seed S] [--cpu-level L] [--repeat R] [--no-reset]\n"
-    "       [--arena ID | --new-arena] [--trace FILE]\n";
+    "       [--arena ID | --new-arena] [--mode M] [--name NAME] [--trace FILE]\n";
 
 static int usage(void)
 {
@@ -366,6 +385,9 @@ static int help(void)
           "  --arena ID          join that arena (default: the oldest arena with the slot\n"
           "                      free, else a new one)\n"
           "  --new-arena         always create a new arena\n"
+          "  --mode M            mode of the arena it creates (and ANY looks for): lockstep,\n"
+          "                      fastforward or realtime (default: the server's --mode)\n"
+          "  --name NAME         player name sent in IDENT (1..31 printable ASCII characters)\n"
           "  --trace FILE        one line per step: match, tick, action, observation\n"
           "  -h, --help          print this help and exit\n",
           stdout);
@@ -392,6 +414,27 @@ static int parse_option(Args *a, const char *k, const char *v, int *repeat)
         a->server = v;
     } else if (!strcmp(k, "--weights")) {
         a->weights = v;
+    } else if (!strcmp(k, "--name")) {
+        size_t n = strlen(v);
+        if (n == 0 || n >= BP_NAME_LEN) {
+            return -1;
+        }
+        for (size_t i = 0; i < n; i++) {
+            if ((unsigned char)v[i] < 0x20 || (unsigned char)v[i] > 0x7e) {
+                return -1;
+            }
+        }
+        a->name = v;
+    } else if (!strcmp(k, "--mode")) {
+        if (!strcmp(v, "lockstep")) {
+            a->mode = BP_MODE_LOCKSTEP;
+        } else if (!strcmp(v, "fastforward")) {
+            a->mode = BP_MODE_FASTFORWARD;
+        } else if (!strcmp(v, "realtime")) {
+            a->mode = BP_MODE_REALTIME;
+        } else {
+            return -1;
+        }
     } else if (!strcmp(k, "--trace")) {
         a->trace_path = v;
     } else if (!strcmp(k, "--seed")) {
@@ -432,7 +475,8 @@ static int parse_option(Args *a, const char *k, const char *v, int *repeat)
 /* 0, ARGS_HELP (after printing the help), or usage() */
 static int parse_args(int argc, char **argv, Args *a)
 {
-    *a = (Args){NULL, NULL, NULL, BP_SLOT_ANY, 1, BP_CPU_KEEP, 1, 0, 1, BP_ARENA_ANY, 0};
+    *a = (Args){NULL, NULL, NULL, BP_SLOT_ANY, 1, BP_CPU_KEEP, 1, 0, 1, BP_ARENA_ANY, 0,
+                BP_MODE_DEFAULT, NULL};
     int repeat = 0, new_arena = 0;
     for (int i = 1; i < argc; i++) {
         const char *k = argv[i];
@@ -504,7 +548,7 @@ static int join(Bot *b)
 {
     uint8_t buf[512];
     /* mode, CPU, seed and speed: the server's defaults (the RESET sets CPU and seed) */
-    NetHello hello = {(uint8_t)b->a.want_slot, (uint8_t)b->a.arena_op, BP_MODE_DEFAULT,
+    NetHello hello = {(uint8_t)b->a.want_slot, (uint8_t)b->a.arena_op, (uint8_t)b->a.mode,
                       BP_CPU_KEEP, next_nonce(b), b->a.arena_id, 0, 0.0f};
     b->retry = b->hello = send_pkt(BP_PKT_HELLO, 0, &hello, sizeof hello);
     b->last_rx = b->last_tx = now_s();
@@ -530,17 +574,66 @@ static int join(Bot *b)
     fprintf(stderr, "bot: joined %s arena %u slot %d mode %u session %08x\n", b->a.server,
             b->wel.arena_id, b->wel.slot, b->wel.mode, b->wel.session);
     b->match_id = b->wel.match_id;
+    if (b->a.name) {
+        NetIdent id;
+        memset(&id, 0, sizeof id);
+        id.session = b->wel.session;
+        memcpy(id.name, b->a.name, strlen(b->a.name)); /* parse_args: < BP_NAME_LEN */
+        b->ident = send_pkt(BP_PKT_IDENT, 0, &id, sizeof id);
+        b->ident_pending = 1;
+        b->ident_tx = now_s();
+    }
     return 0;
 }
 
 /* ------------------------------------------------------------ one match */
 
-enum { RX_SNAPSHOT = 1, RX_WELCOME = 2, RX_ERROR = 4 };
+enum { RX_SNAPSHOT = 1, RX_WELCOME = 2, RX_ERROR = 4, RX_PEER = 8 };
+
+/* one PEER: confirms our IDENT (own slot), or a line on stdout when the other
+ * slot's occupant changed */
+static void on_peer(Bot *b, const uint8_t *buf)
+{
+    NetPeer p;
+    memcpy(&p, buf + sizeof(NetHeader), sizeof p);
+    p.name[BP_NAME_LEN - 1] = 0;
+    p.ticket[BP_TICKET_LEN - 1] = 0;
+    if (p.arena_id != b->wel.arena_id || p.slot > 1) {
+        return;
+    }
+    if (p.slot == b->wel.slot) {
+        if (b->ident_pending && p.kind == BP_PEER_CLIENT && !strcmp(p.name, b->a.name)) {
+            b->ident_pending = 0;
+        }
+        return;
+    }
+    if (!b->a.name) {
+        return;
+    }
+    if (b->have_other && p.kind == b->other.kind && !strcmp(p.name, b->other.name) &&
+        !strcmp(p.ticket, b->other.ticket)) {
+        return;
+    }
+    b->have_other = 1;
+    b->other = p;
+    printf("peer slot %u kind %u name %s ticket %s\n", p.slot, p.kind, p.name[0] ? p.name : "-",
+           p.ticket[0] ? p.ticket : "-");
+    fflush(stdout);
+}
+
+/* --name: re-send the IDENT until a PEER of our slot shows the name */
+static void ident_if_pending(Bot *b, double t)
+{
+    if (b->ident_pending && t - b->ident_tx > RESEND_S) {
+        send_packet(&b->ident);
+        b->ident_tx = t;
+    }
+}
 
 /* Drain the socket (waiting up to 50 ms for the first datagram): the freshest
  * SNAPSHOT into snap, an ERROR into *err.  Returns the RX_* bits of what came
  * (RX_WELCOME: the answer to a HELLO probe, proof that the server is alive). */
-static int recv_all(uint8_t snap[sizeof(SnapshotPacket)], NetError *err)
+static int recv_all(Bot *b, uint8_t snap[sizeof(SnapshotPacket)], NetError *err)
 {
     uint8_t buf[512];
     int got = 0;
@@ -551,6 +644,9 @@ static int recv_all(uint8_t snap[sizeof(SnapshotPacket)], NetError *err)
             got |= RX_SNAPSHOT;
         } else if (is_type(buf, n, BP_PKT_WELCOME, sizeof(NetHeader) + sizeof(NetWelcome))) {
             got |= RX_WELCOME;
+        } else if (is_type(buf, n, BP_PKT_PEER, sizeof(NetHeader) + sizeof(NetPeer))) {
+            on_peer(b, buf);
+            got |= RX_PEER;
         } else if (as_error(buf, n, err)) {
             got |= RX_ERROR;
         }
@@ -696,11 +792,12 @@ static int play_match(Bot *b, int played)
         }
         uint8_t snap[sizeof(SnapshotPacket)];
         NetError err;
-        int rx = recv_all(snap, &err);
+        int rx = recv_all(b, snap, &err);
         double t = now_s();
         if (rx) {
             b->last_rx = t;
         }
+        ident_if_pending(b, t);
         if ((rx & RX_ERROR) && b->a.do_reset && !m.started) {
             fprintf(stderr, "bot: server refused RESET: %u %s\n", err.code, err.text);
             g_stop = 1;

@@ -4,7 +4,7 @@
  *
  *   brawlpit_server --port N [--host 127.0.0.1] [--mode lockstep|fastforward|realtime]
  *                   [--speed X] [--cpu-level L] [--seed N] [--spin-us N]
- *                   [--max-arenas N] [--client-timeout S] [--quiet]
+ *                   [--max-arenas N] [--client-timeout S] [--record DIR] [--quiet]
  *   brawlpit_server --help      (usage and one line per option on stdout, exit 0)
  *
  * --mode, --speed, --cpu-level and --seed are the defaults of the arenas that
@@ -26,6 +26,22 @@
  * datagram at all) loses its slot (clients_timed_out); an arena left with no
  * client is reclaimed at once (arenas_reclaimed), so are arenas whose last
  * client sent BYE.  0 = never.
+ *
+ * --record DIR: every match that simulated a tick is written as
+ * DIR/<start_unix_ms>-a<arena>-m<match>.bpr (brawlpit.h BpReplayHeader, runs
+ * of BpReplayRun, the final players; recorder.h) when it ends or is cut short
+ * (RESET, a slot emptied, the arena reclaimed, shutdown).  Every tick goes
+ * through arena_step, which records the inputs exactly as bp_sim_step gets
+ * them.  A failed write is logged and counted (replays_failed), never fatal.
+ *
+ * Identity and spectators (docs/protocol.md): IDENT names a slot; PEER
+ * packets (slot 0, slot 1) go to every client and spectator of the arena on a
+ * join, a leave, a name change and every new match; an IDENT that changes
+ * nothing is answered to its sender only.  A bad IDENT name / ticket is
+ * dropped (bad_ident) with ERROR BAD_REQUEST.  Spectators (HELLO want_slot
+ * BP_SLOT_SPECTATE, JOIN) sit in the address hash as seats 2..5 of their
+ * arena, receive every broadcast, are refused CMD / RESET / IDENT (bad_slot,
+ * ERROR BAD_SLOT), time out like clients and end with their arena.
  *
  * Prints exactly one line `listening <port>` on stdout once bound (port 0 =
  * the kernel picks one), then serves until SIGTERM/SIGINT or until its parent
@@ -53,6 +69,9 @@
  *                   u8 winner, u8 n_players, u8 mode, u32 ack_cmd_seq}
  *                   + NetPlayer[2] (32 B each)
  *   BYE      16 B  {u32 session}
+ *   IDENT   240 B  {u32 session, char name[32], char ticket[192]} NUL-padded
+ *   PEER    244 B  {u32 arena_id, u8 slot, u8 kind, u16 0, char name[32],
+ *                   char ticket[192]}
  *   RESET    28 B  {u32 session, u32 seed, u32 nonce, u8 cpu_level, u8 0[3]}
  *   ERROR    52 B  {u16 code, u16 0, char text[36] NUL-padded}
  *
@@ -127,6 +146,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -164,11 +184,12 @@ enum {
     D_QUEUE_FULL,
     D_BAD_REQUEST,
     D_HELLO_REFUSED,
+    D_BAD_IDENT,
     D_COUNT
 };
 static const char *D_NAMES[D_COUNT] = {"bad_len",     "bad_magic",  "bad_version", "bad_type",   "not_joined",
                                        "bad_session", "bad_slot",   "bad_repeat",  "bad_stick",  "bad_tick",
-                                       "queue_full",  "bad_request", "hello_refused"};
+                                       "queue_full",  "bad_request", "hello_refused", "bad_ident"};
 
 /* what a new arena is made of (a HELLO resolved against the defaults) */
 typedef struct {
@@ -190,6 +211,8 @@ static struct {
     BpUdp udp;
     uint64_t rx, dropped, dup, stale, cnt[D_COUNT];
     uint64_t arenas_created, arenas_reclaimed, clients_timed_out, reset_retries;
+    const char *record_dir;    /* --record DIR, or NULL */
+    uint64_t replays_written, replays_failed;
     const BpArena *recent;     /* the arena handled last (its tick / match_id in stats) */
     uint32_t recent_tick, recent_match; /* ... kept once that arena is reclaimed */
     double err_tokens, err_last;
@@ -233,9 +256,10 @@ static void print_stats(void) {
     fprintf(stderr, " dup=%llu stale=%llu tx_fail=%llu tick=%u match_id=%u", (unsigned long long)S.dup,
             (unsigned long long)S.stale, (unsigned long long)S.udp.send_failed, tick, match);
     fprintf(stderr, " arenas_active=%d arenas_created=%llu arenas_reclaimed=%llu clients_timed_out=%llu"
-            " reset_retries=%llu\n", bp_arenas_count(S.arenas), (unsigned long long)S.arenas_created,
-            (unsigned long long)S.arenas_reclaimed, (unsigned long long)S.clients_timed_out,
-            (unsigned long long)S.reset_retries);
+            " reset_retries=%llu replays_written=%llu replays_failed=%llu\n", bp_arenas_count(S.arenas),
+            (unsigned long long)S.arenas_created, (unsigned long long)S.arenas_reclaimed,
+            (unsigned long long)S.clients_timed_out, (unsigned long long)S.reset_retries,
+            (unsigned long long)S.replays_written, (unsigned long long)S.replays_failed);
     fflush(stderr);
 }
 
@@ -258,20 +282,27 @@ static int all_filled(const BpArena *a) { return slot_filled(a, 0) && slot_fille
 static int n_players(const BpArena *a) { return slot_filled(a, 0) + slot_filled(a, 1); }
 static int playing(const BpArena *a) { return all_filled(a) && bp_sim_phase(a->sim) == BP_PHASE_PLAYING; }
 
-static void send_snapshot(const BpArena *a, int slot) {
-    const BpClient *c = &a->cl[slot];
-    if (!c->active) return;
+/* the arena's SNAPSHOT to one address, acknowledging `ack` */
+static void send_snapshot_to(const BpArena *a, const struct sockaddr_in *to, uint32_t ack) {
     uint8_t buf[sizeof(SnapshotPacket)];
-    size_t n = bp_sim_snapshot(a->sim, S.tx_seq++, (uint8_t)n_players(a), (uint8_t)a->mode, c->ack, buf, sizeof buf);
+    size_t n = bp_sim_snapshot(a->sim, S.tx_seq++, (uint8_t)n_players(a), (uint8_t)a->mode, ack, buf, sizeof buf);
     if (!all_filled(a) && bp_sim_phase(a->sim) == BP_PHASE_PLAYING) {
         SnapshotPacket *p = (SnapshotPacket *)buf;
         p->match.phase = BP_PHASE_WAITING;
     }
-    bp_udp_queue(&S.udp, &c->addr, buf, n);
+    bp_udp_queue(&S.udp, to, buf, n);
 }
 
+static void send_snapshot(const BpArena *a, int slot) {
+    const BpClient *c = &a->cl[slot];
+    if (c->active) send_snapshot_to(a, &c->addr, c->ack);
+}
+
+/* to every client of the arena: both slots, then the spectators (ack 0) */
 static void broadcast_snapshot(const BpArena *a) {
     for (int i = 0; i < BP_ARENA_SLOTS; i++) send_snapshot(a, i);
+    for (int k = 0; k < BP_MAX_SPECTATORS; k++)
+        if (a->spec[k].active) send_snapshot_to(a, &a->spec[k].addr, 0);
 }
 
 /* 1 if the token bucket lets one more ERROR out */
@@ -306,25 +337,139 @@ static void send_error(const struct sockaddr_in *to, const BpArena *a, uint16_t 
     send_error_v(to, a, code, text, BP_PROTO_VERSION);
 }
 
-static void send_welcome(const BpArena *a, int slot) {
-    const BpClient *c = &a->cl[slot];
+/* WELCOME to the client in `seat` (a slot, or a spectator: slot BP_SLOT_SPECTATE) */
+static void send_welcome(const BpArena *a, int seat) {
+    int spect = BP_SEAT_IS_SPECTATOR(seat);
+    const struct sockaddr_in *to = spect ? &a->spec[seat - BP_ARENA_SLOTS].addr : &a->cl[seat].addr;
+    uint32_t session = spect ? a->spec[seat - BP_ARENA_SLOTS].session : a->cl[seat].session;
+    uint32_t nonce = spect ? a->spec[seat - BP_ARENA_SLOTS].nonce : a->cl[seat].nonce;
     struct {
         NetHeader h;
         NetWelcome w;
     } __attribute__((packed)) p;
     memset(&p, 0, sizeof p);
     fill_header(&p.h, BP_PKT_WELCOME, a);
-    p.w.session = c->session;
-    p.w.nonce = c->nonce;
+    p.w.session = session;
+    p.w.nonce = nonce;
     p.w.match_id = a->match_id;
     p.w.arena_id = a->id;
-    p.w.slot = (uint8_t)slot;
+    p.w.slot = (uint8_t)(spect ? BP_SLOT_SPECTATE : seat);
     p.w.mode = (uint8_t)a->mode;
     p.w.cpu_level = (uint8_t)(a->cpu ? bp_cpu_level(a->cpu) : 0);
     p.w.stocks = BP_STOCKS;
     p.w.tick_hz = BP_TICK_HZ;
     p.w.match_ticks = BP_MATCH_TICKS;
-    bp_udp_queue(&S.udp, &c->addr, &p, sizeof p);
+    bp_udp_queue(&S.udp, to, &p, sizeof p);
+}
+
+/* ------------------------------------------------------------ PEER */
+/* PEER of `slot` of arena a to one address: who holds it (a client with the
+ * name / ticket of its IDENT, the CPU as "cpu:L", or nobody) */
+static void send_peer(const BpArena *a, int slot, const struct sockaddr_in *to) {
+    struct {
+        NetHeader h;
+        NetPeer p;
+    } __attribute__((packed)) p;
+    memset(&p, 0, sizeof p);
+    fill_header(&p.h, BP_PKT_PEER, a);
+    p.p.arena_id = a->id;
+    p.p.slot = (uint8_t)slot;
+    const BpClient *c = &a->cl[slot];
+    if (c->active) {
+        p.p.kind = BP_PEER_CLIENT;
+        memcpy(p.p.name, c->name, BP_NAME_LEN);
+        memcpy(p.p.ticket, c->ticket, BP_TICKET_LEN);
+    } else if (slot == 1 && a->cpu) {
+        p.p.kind = BP_PEER_CPU;
+        snprintf(p.p.name, BP_NAME_LEN, "cpu:%d", a->cpu_level);
+    } else {
+        p.p.kind = BP_PEER_EMPTY;
+    }
+    bp_udp_queue(&S.udp, to, &p, sizeof p);
+}
+
+/* both PEERs (slot 0, then slot 1) to one address */
+static void send_peers_to(const BpArena *a, const struct sockaddr_in *to) {
+    for (int s = 0; s < BP_ARENA_SLOTS; s++) send_peer(a, s, to);
+}
+
+/* both PEERs to every client of the arena: who occupies a slot changed, or a new match */
+static void broadcast_peers(const BpArena *a) {
+    for (int i = 0; i < BP_ARENA_SLOTS; i++)
+        if (a->cl[i].active) send_peers_to(a, &a->cl[i].addr);
+    for (int k = 0; k < BP_MAX_SPECTATORS; k++)
+        if (a->spec[k].active) send_peers_to(a, &a->spec[k].addr);
+}
+
+/* ------------------------------------------------------------ recording (--record) */
+static uint64_t wall_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* the recording's slot names: whoever holds each slot now (an emptied slot
+ * keeps the name it had) */
+static void rec_note_names(BpArena *a) {
+    for (int s = 0; s < BP_ARENA_SLOTS; s++) {
+        if (a->cl[s].active)
+            memcpy(a->rec.names[s], a->cl[s].name, BP_NAME_LEN);
+        else if (s == 1 && a->cpu)
+            snprintf(a->rec.names[s], BP_NAME_LEN, "cpu:%d", a->cpu_level);
+    }
+}
+
+/* write the arena's recording if it holds ticks not yet written: at phase
+ * over (complete), or when the match is cut short (RESET, a slot emptied, the
+ * arena reclaimed, shutdown).  A match that goes on after a cut is written
+ * again under the same name, with the ticks since.  Failures are logged and
+ * counted (replays_failed), never fatal. */
+static void rec_flush(BpArena *a) {
+    BpRecorder *r = &a->rec;
+    if (!S.record_dir || !r->dirty) return;
+    r->dirty = 0;
+    if (r->broken) {
+        S.replays_failed++;
+        logf_("arena %u: match %u not recorded (out of memory)", a->id, a->match_id);
+        return;
+    }
+    rec_note_names(a);
+    BpReplayHeader h;
+    memset(&h, 0, sizeof h);
+    h.seed = a->seed;
+    h.match_id = a->match_id;
+    h.arena_id = a->id;
+    h.mode = (uint8_t)a->mode;
+    h.cpu_level = (uint8_t)(a->cpu ? a->cpu_level : 0);
+    h.complete = bp_sim_phase(a->sim) == BP_PHASE_OVER;
+    h.winner = bp_sim_winner(a->sim);
+    h.final_hash = bp_sim_state_hash(a->sim);
+    memcpy(h.name0, r->names[0], BP_NAME_LEN);
+    memcpy(h.name1, r->names[1], BP_NAME_LEN);
+    NetPlayer players[2];
+    bp_sim_players(a->sim, players);
+    char path[512];
+    if (bp_rec_write(r, S.record_dir, &h, players, path, sizeof path) != 0) {
+        S.replays_failed++;
+        logf_("arena %u: recording of match %u failed: %s: %s", a->id, a->match_id, path, strerror(errno));
+        return;
+    }
+    S.replays_written++;
+    logf_("arena %u: match %u recorded: %s (%u ticks%s)", a->id, a->match_id, path, r->n_ticks,
+          h.complete ? ", complete" : ", cut short");
+}
+
+/* every tick of every arena goes through here: recorded as passed, then simulated */
+static void arena_step(BpArena *a, const BpInput in[2]) {
+    if (S.record_dir) {
+        if (a->rec.n_ticks == 0 && !a->rec.broken) {
+            a->rec.start_unix_ms = wall_ms();
+            rec_note_names(a);
+        }
+        bp_rec_add(&a->rec, in);
+    }
+    bp_sim_step(a->sim, in);
+    if (S.record_dir && bp_sim_phase(a->sim) == BP_PHASE_OVER) rec_flush(a);
 }
 
 /* ------------------------------------------------------------ match control */
@@ -354,6 +499,8 @@ static int set_cpu(BpArena *a, int level) {
 }
 
 static void start_match(BpArena *a, uint32_t seed, uint32_t match_id) {
+    rec_flush(a); /* the previous match, cut short by this one */
+    bp_rec_clear(&a->rec);
     a->seed = seed;
     a->match_id = match_id;
     bp_sim_reset(a->sim, seed, match_id);
@@ -404,7 +551,7 @@ static int ls_advance(BpArena *a) {
             if (a->cl[i].active) ok = ls_peek(&a->cl[i], t, &in[i], &applied[i], &seq[i]);
         if (!ok) break;
         if (a->cpu && !a->cl[1].active) in[1] = bp_cpu_think(a->cpu, a->sim, 1);
-        bp_sim_step(a->sim, in);
+        arena_step(a, in);
         for (int i = 0; i < 2; i++)
             if (applied[i]) a->cl[i].ack = seq[i];
         n++;
@@ -439,7 +586,7 @@ static void arena_close(BpArena *a) {
         S.recent_match = a->match_id;
         S.recent = NULL;
     }
-    logf_("arena %u: closed (no client left)", a->id);
+    logf_("arena %u: closed (no client left%s)", a->id, bp_arena_spectators(a) ? "; its spectators' sessions end" : "");
     bp_arena_free(S.arenas, a);
     S.arenas_reclaimed++;
 }
@@ -448,11 +595,14 @@ static void arena_close(BpArena *a) {
  * arena with no client left is reclaimed */
 static void client_leave(BpArena *a, int slot, const char *how) {
     logf_("arena %u: slot %d %s", a->id, slot, how);
+    rec_flush(a); /* cut short (paused, or the arena goes) */
     bp_arena_detach(S.arenas, a, slot);
-    if (bp_arena_clients(a) == 0)
+    if (bp_arena_clients(a) == 0) {
         arena_close(a);
-    else
-        broadcast_snapshot(a);
+        return;
+    }
+    broadcast_peers(a);
+    broadcast_snapshot(a);
 }
 
 /* ------------------------------------------------------------ HELLO */
@@ -467,7 +617,7 @@ static int valid_cpu_level(int l) {
 
 /* 0 when the HELLO's fields are well-formed, else an ERROR code and *why */
 static int hello_invalid(const NetHello *h, const char **why) {
-    if (h->want_slot != 0 && h->want_slot != 1 && h->want_slot != BP_SLOT_ANY) {
+    if (h->want_slot != 0 && h->want_slot != 1 && h->want_slot != BP_SLOT_ANY && h->want_slot != BP_SLOT_SPECTATE) {
         *why = "bad slot (want 0, 1 or 255)";
         return BP_ERR_BAD_SLOT;
     }
@@ -479,6 +629,8 @@ static int hello_invalid(const NetHello *h, const char **why) {
         *why = "bad cpu_level";
     else if (!isfinite(h->speed) || h->speed < 0.0f || h->speed > SPEED_MAX)
         *why = "bad speed";
+    else if (h->want_slot == BP_SLOT_SPECTATE && h->arena_op != BP_ARENA_JOIN)
+        *why = "spectate needs arena_op join";
     else
         return 0;
     return BP_ERR_BAD_REQUEST;
@@ -555,8 +707,31 @@ static void seat(BpArena *a, int slot, const struct sockaddr_in *from, uint32_t 
     send_welcome(a, slot);
     logf_("arena %u: slot %d joined from %s:%u", a->id, slot, inet_ntoa(from->sin_addr), ntohs(from->sin_port));
     a->next_tick_ns = S.now;
+    broadcast_peers(a);
     if (a->mode == BP_MODE_LOCKSTEP) ls_advance(a);
     broadcast_snapshot(a);
+}
+
+/* a spectator (want_slot BP_SLOT_SPECTATE, arena_op JOIN): WELCOME (slot 254),
+ * both PEERs and the current SNAPSHOT; then everything the arena broadcasts */
+static void spectate(const NetHello *h, const struct sockaddr_in *from) {
+    BpArena *a = bp_arena_by_id(S.arenas, h->arena_id);
+    if (!a) {
+        refuse_hello(from, BP_ERR_NO_ARENA, "no such arena");
+        return;
+    }
+    int k = bp_arena_spectate(S.arenas, a, from, bp_arenas_session(S.arenas));
+    if (k < 0) {
+        refuse_hello(from, BP_ERR_FULL, "spectators full");
+        return;
+    }
+    a->spec[k].nonce = h->nonce;
+    a->spec[k].last_rx_ns = S.now;
+    note_arena(a);
+    send_welcome(a, BP_SEAT_SPECTATOR(k));
+    send_peers_to(a, from);
+    send_snapshot_to(a, from, 0);
+    logf_("arena %u: spectator %d joined from %s:%u", a->id, k, inet_ntoa(from->sin_addr), ntohs(from->sin_port));
 }
 
 static void handle_hello(const struct sockaddr_in *from, const uint8_t *buf) {
@@ -565,6 +740,15 @@ static void handle_hello(const struct sockaddr_in *from, const uint8_t *buf) {
     int slot, code;
     const char *why = NULL;
     BpArena *a = bp_arena_by_addr(S.arenas, from, &slot);
+    if (a && BP_SEAT_IS_SPECTATOR(slot)) { /* a spectator's keep-alive (or lost WELCOME) */
+        BpSpectator *sp = &a->spec[slot - BP_ARENA_SLOTS];
+        sp->nonce = h.nonce;
+        sp->last_rx_ns = S.now;
+        note_arena(a);
+        send_welcome(a, slot);
+        send_peers_to(a, from);
+        return;
+    }
     if (a) { /* a lost WELCOME: send it again, whatever this HELLO asks */
         a->cl[slot].nonce = h.nonce;
         a->cl[slot].last_rx_ns = S.now;
@@ -576,6 +760,10 @@ static void handle_hello(const struct sockaddr_in *from, const uint8_t *buf) {
         refuse_hello(from, code, why);
         return;
     }
+    if (h.want_slot == BP_SLOT_SPECTATE) {
+        spectate(&h, from);
+        return;
+    }
     if (!(a = pick_arena(&h, &slot, &code, &why))) {
         refuse_hello(from, code, why);
         return;
@@ -585,21 +773,49 @@ static void handle_hello(const struct sockaddr_in *from, const uint8_t *buf) {
 }
 
 /* ------------------------------------------------------------ CMD, BYE, RESET */
-/* the sender's arena and slot if it is seated and its session matches (its
- * clock of silence restarts), else NULL (counted) */
-static BpArena *auth(const struct sockaddr_in *from, uint32_t session, int *slot) {
+/* the session token of seat `seat` of arena a */
+static uint32_t seat_session(const BpArena *a, int seat) {
+    return BP_SEAT_IS_SPECTATOR(seat) ? a->spec[seat - BP_ARENA_SLOTS].session : a->cl[seat].session;
+}
+
+static void seat_heard(BpArena *a, int seat) {
+    if (BP_SEAT_IS_SPECTATOR(seat))
+        a->spec[seat - BP_ARENA_SLOTS].last_rx_ns = S.now;
+    else
+        a->cl[seat].last_rx_ns = S.now;
+}
+
+/* a spectator sent what only a player may (CMD, RESET, IDENT): dropped as
+ * bad_slot and answered ERROR BAD_SLOT */
+static void spectator_refused(const struct sockaddr_in *from, const BpArena *a) {
+    drop(D_BAD_SLOT);
+    send_error(from, a, BP_ERR_BAD_SLOT, "spectators hold no slot");
+}
+
+/* the sender's arena and seat if it is seated and its session matches (its
+ * clock of silence restarts), else NULL (counted).  A spectator's seat is
+ * returned only with allow_spectator; otherwise it is refused (BAD_SLOT). */
+static BpArena *auth_seat(const struct sockaddr_in *from, uint32_t session, int *slot, int allow_spectator) {
     BpArena *a = bp_arena_by_addr(S.arenas, from, slot);
     if (!a) {
         drop(D_NOT_JOINED);
         return NULL;
     }
-    if (session != a->cl[*slot].session) {
+    if (session != seat_session(a, *slot)) {
         drop(D_BAD_SESSION);
         return NULL;
     }
-    a->cl[*slot].last_rx_ns = S.now;
+    seat_heard(a, *slot);
     note_arena(a);
+    if (BP_SEAT_IS_SPECTATOR(*slot) && !allow_spectator) {
+        spectator_refused(from, a);
+        return NULL;
+    }
     return a;
+}
+
+static BpArena *auth(const struct sockaddr_in *from, uint32_t session, int *slot) {
+    return auth_seat(from, session, slot, 0);
 }
 
 /* the CMD's fields checked and normalised in place: 0, or the drop reason */
@@ -680,8 +896,14 @@ static void handle_bye(const struct sockaddr_in *from, const uint8_t *buf) {
     NetBye b;
     memcpy(&b, buf + sizeof(NetHeader), sizeof b);
     int slot;
-    BpArena *a = auth(from, b.session, &slot);
-    if (a) client_leave(a, slot, "left");
+    BpArena *a = auth_seat(from, b.session, &slot, 1);
+    if (!a) return;
+    if (BP_SEAT_IS_SPECTATOR(slot)) {
+        logf_("arena %u: spectator %d left", a->id, slot - BP_ARENA_SLOTS);
+        bp_arena_unspectate(S.arenas, a, slot - BP_ARENA_SLOTS);
+        return;
+    }
+    client_leave(a, slot, "left");
 }
 
 /* 0 if a RESET may set this cpu_level in arena a, else the ERROR text */
@@ -697,13 +919,17 @@ static void handle_reset(const struct sockaddr_in *from, const uint8_t *buf) {
     int slot;
     BpArena *a = bp_arena_by_addr(S.arenas, from, &slot);
     if (!a) { drop(D_NOT_JOINED); return; }
-    if (r.session != a->cl[slot].session) {
+    if (r.session != seat_session(a, slot)) {
         drop(D_BAD_SESSION);
         send_error(from, a, BP_ERR_BAD_SESSION, "bad session");
         return;
     }
-    a->cl[slot].last_rx_ns = S.now;
+    seat_heard(a, slot);
     note_arena(a);
+    if (BP_SEAT_IS_SPECTATOR(slot)) {
+        spectator_refused(from, a);
+        return;
+    }
     if (a->have_reset && r.nonce == a->reset_nonce) { /* a retry: already applied */
         S.reset_retries++;
         send_snapshot(a, slot);
@@ -715,6 +941,7 @@ static void handle_reset(const struct sockaddr_in *from, const uint8_t *buf) {
         send_error(from, a, BP_ERR_BAD_REQUEST, why);
         return;
     }
+    rec_flush(a); /* the match this RESET cuts short, with its own seed and CPU */
     a->seed = r.seed;
     set_cpu(a, r.cpu_level);
     bp_arena_refresh(S.arenas, a); /* the CPU's slot may have opened or closed */
@@ -722,8 +949,38 @@ static void handle_reset(const struct sockaddr_in *from, const uint8_t *buf) {
     a->have_reset = 1;
     a->reset_nonce = r.nonce;
     logf_("arena %u: reset by slot %d: match %u seed %u cpu %d", a->id, slot, a->match_id, r.seed, a->cpu_level);
+    broadcast_peers(a); /* whom this match is against (the CPU may have changed) */
     if (a->mode == BP_MODE_LOCKSTEP) ls_advance(a); /* no-op: queues are empty */
     broadcast_snapshot(a);
+}
+
+/* IDENT: the player's name and ticket for its slot.  A bad name or ticket is
+ * dropped (bad_ident) and answered with ERROR BAD_REQUEST; a change is
+ * announced to the whole arena, an IDENT that changes nothing is answered with
+ * both PEERs to its sender (so a client re-sends IDENT until it sees its name). */
+static void handle_ident(const struct sockaddr_in *from, const uint8_t *buf) {
+    NetIdent id;
+    memcpy(&id, buf + sizeof(NetHeader), sizeof id);
+    int slot;
+    BpArena *a = auth(from, id.session, &slot);
+    if (!a) return;
+    const char *why = !bp_text_field_ok(id.name, BP_NAME_LEN, 0)       ? "bad name"
+                      : !bp_text_field_ok(id.ticket, BP_TICKET_LEN, 1) ? "bad ticket"
+                                                                      : NULL;
+    if (why) {
+        drop(D_BAD_IDENT);
+        send_error(from, a, BP_ERR_BAD_REQUEST, why);
+        return;
+    }
+    BpClient *c = &a->cl[slot];
+    if (!strcmp(c->name, id.name) && !strcmp(c->ticket, id.ticket)) {
+        send_peers_to(a, from);
+        return;
+    }
+    memcpy(c->name, id.name, BP_NAME_LEN);
+    memcpy(c->ticket, id.ticket, BP_TICKET_LEN);
+    logf_("arena %u: slot %d is \"%s\"%s", a->id, slot, c->name, c->ticket[0] ? " (with a ticket)" : "");
+    broadcast_peers(a);
 }
 
 /* ------------------------------------------------------------ one datagram */
@@ -734,6 +991,7 @@ static size_t payload_size(uint8_t type) {
     case BP_PKT_CMD: return sizeof(UserCmd);
     case BP_PKT_BYE: return sizeof(NetBye);
     case BP_PKT_RESET: return sizeof(NetReset);
+    case BP_PKT_IDENT: return sizeof(NetIdent);
     default: return 0;
     }
 }
@@ -759,6 +1017,7 @@ static void handle_packet(const BpRxMsg *m) {
     case BP_PKT_HELLO: handle_hello(&m->from, m->buf); break;
     case BP_PKT_CMD: handle_cmd(&m->from, m->buf); break;
     case BP_PKT_BYE: handle_bye(&m->from, m->buf); break;
+    case BP_PKT_IDENT: handle_ident(&m->from, m->buf); break;
     default: handle_reset(&m->from, m->buf); break;
     }
 }
@@ -774,7 +1033,7 @@ static void ff_tick(BpArena *a) {
         }
     }
     if (a->cpu && !a->cl[1].active) in[1] = bp_cpu_think(a->cpu, a->sim, 1);
-    bp_sim_step(a->sim, in);
+    arena_step(a, in);
     broadcast_snapshot(a);
 }
 
@@ -816,6 +1075,13 @@ static void sweep_timeouts(void) {
         BpArena *next;
         for (BpArena *a = bp_arena_first(S.arenas, m); a; a = next) {
             next = bp_arena_next(S.arenas, a);
+            for (int k = 0; k < BP_MAX_SPECTATORS; k++) {
+                if (a->spec[k].active && S.now - a->spec[k].last_rx_ns > S.timeout_ns) {
+                    S.clients_timed_out++;
+                    logf_("arena %u: spectator %d timed out", a->id, k);
+                    bp_arena_unspectate(S.arenas, a, k);
+                }
+            }
             for (int s = 0; s < BP_ARENA_SLOTS && a->id; s++) {
                 if (a->cl[s].active && S.now - a->cl[s].last_rx_ns > S.timeout_ns) {
                     S.clients_timed_out++;
@@ -900,7 +1166,7 @@ static void usage(FILE *f, const char *argv0) {
     fprintf(f,
             "usage: %s --port N [--host 127.0.0.1] [--mode lockstep|fastforward|realtime]\n"
             "          [--speed X] [--cpu-level L] [--seed N] [--spin-us N]\n"
-            "          [--max-arenas N] [--client-timeout S] [--quiet]\n",
+            "          [--max-arenas N] [--client-timeout S] [--record DIR] [--quiet]\n",
             argv0);
 }
 
@@ -921,6 +1187,8 @@ static int help(const char *argv0) {
           "  --max-arenas N      concurrent arenas, 1..4096 (default 64); more are refused\n"
           "  --client-timeout S  seconds of silence before a client loses its slot, may be\n"
           "                      fractional; 0 = never (default 120)\n"
+          "  --record DIR        write every match as DIR/<start_ms>-a<arena>-m<match>.bpr\n"
+          "                      (created if missing; docs/replays.md)\n"
           "  --quiet             no log lines on stderr (the stats line is still printed)\n"
           "  -h, --help          print this help and exit\n",
           stdout);
@@ -987,6 +1255,10 @@ static int parse_option(const char *a, const char *v, const char **host, long *p
     if (!strcmp(a, "--host")) {
         *host = v;
         return 0;
+    }
+    if (!strcmp(a, "--record")) {
+        S.record_dir = v;
+        return v[0] ? 0 : -1;
     }
     if (!strcmp(a, "--spin-us")) {
         if (parse_long(v, 0, SPIN_US_MAX, &l) != 0) return -1;
@@ -1063,6 +1335,20 @@ static int open_socket(const char *host, long port, unsigned *bound) {
     return 0;
 }
 
+/* --record DIR: created if missing, must be a writable directory; 0, or -1 (printed) */
+static int check_record_dir(const char *dir) {
+    struct stat st;
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+        fprintf(stderr, "brawlpit_server: --record %s: %s\n", dir, strerror(errno));
+        return -1;
+    }
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || access(dir, W_OK | X_OK) != 0) {
+        fprintf(stderr, "brawlpit_server: --record %s: not a writable directory\n", dir);
+        return -1;
+    }
+    return 0;
+}
+
 /* entropy for session tokens and the address hash: /dev/urandom, else the
  * clock and the pid (tokens are not part of the deterministic match) */
 static uint64_t entropy(void) {
@@ -1089,6 +1375,7 @@ int main(int argc, char **argv) {
     if (getppid() != S.ppid) return 0;
     prctl(PR_SET_TIMERSLACK, 1000UL);
     install_signals();
+    if (S.record_dir && check_record_dir(S.record_dir) != 0) return 2;
     if ((rc = open_socket(host, port, &bound)) != 0) return rc;
     S.arenas = bp_arenas_create(S.max_arenas, entropy());
     if (!S.arenas) {
@@ -1108,6 +1395,8 @@ int main(int argc, char **argv) {
           (double)S.timeout_ns / (double)NS_PER_S, (long long)(S.spin_ns / 1000));
     serve();
     bp_udp_flush(&S.udp);
+    for (int m = 0; m < BP_ARENA_MODES; m++) /* shutdown cuts every match short */
+        for (BpArena *a = bp_arena_first(S.arenas, m); a; a = bp_arena_next(S.arenas, a)) rec_flush(a);
     print_stats();
     bp_arenas_destroy(S.arenas);
     close(S.fd);

@@ -17,8 +17,8 @@
 
 #define BP_RX_BATCH 64      /* datagrams received per call */
 #define BP_TX_BATCH 128     /* datagrams queued before a forced flush */
-#define BP_RX_DGRAM_MAX 128 /* bytes kept of a received datagram (every valid one fits) */
-#define BP_TX_DGRAM_MAX 96  /* the largest datagram the server sends (SNAPSHOT: 92) */
+#define BP_RX_DGRAM_MAX 256 /* bytes kept of a received datagram (every valid one fits: IDENT 240) */
+#define BP_TX_DGRAM_MAX 248 /* the largest datagram the server sends (PEER: 244) */
 
 typedef struct {
     uint8_t buf[BP_RX_DGRAM_MAX];

@@ -3,12 +3,16 @@
  * by `make -C native check`): create, join by id, ANY matching (mode, free
  * slot, the oldest first, the CPU's slot), the bound, reclaim and reuse under a
  * new id, the address hash against a brute-force model through many inserts
- * and deletions, and unique non-zero session tokens.
+ * and deletions, unique non-zero session tokens, spectator seats (bound, hash,
+ * reclaim), IDENT text fields, and the match recorder (run-length, bound,
+ * the file written and replayed).
  */
+#define _GNU_SOURCE /* mkdtemp */
 #include "arena.h"
 
 #include <arpa/inet.h>
 #include <stdio.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -181,7 +185,139 @@ static void test_sessions(void) {
     bp_arenas_destroy(u);
 }
 
+static void test_spectators(void) {
+    BpArenaTable *t = bp_arenas_create(2, ENTROPY);
+    BpArena *a = seat_new(t, BP_MODE_LOCKSTEP, 0, 3000);
+    int k[BP_MAX_SPECTATORS];
+    for (int i = 0; i < BP_MAX_SPECTATORS; i++) {
+        struct sockaddr_in ad = addr(0x7F000002u, (uint16_t)(3100 + i));
+        k[i] = bp_arena_spectate(t, a, &ad, bp_arenas_session(t));
+        CHECK(k[i] == i, "spectator %d at index %d", i, k[i]);
+    }
+    struct sockaddr_in extra = addr(0x7F000002u, 3199);
+    CHECK(bp_arena_spectate(t, a, &extra, 1u) == -1, "the bound refuses one more");
+    CHECK(bp_arena_spectators(a) == BP_MAX_SPECTATORS && bp_arena_clients(a) == 1, "spectators are no clients");
+    int seat = -1;
+    struct sockaddr_in s2 = addr(0x7F000002u, 3102);
+    CHECK(bp_arena_by_addr(t, &s2, &seat) == a && seat == BP_SEAT_SPECTATOR(2) && BP_SEAT_IS_SPECTATOR(seat),
+          "spectator found by address (seat %d)", seat);
+    struct sockaddr_in p0 = addr(0x7F000001u, 3000);
+    CHECK(bp_arena_by_addr(t, &p0, &seat) == a && seat == 0, "the player still slot 0");
+    bp_arena_unspectate(t, a, 2);
+    CHECK(bp_arena_by_addr(t, &s2, &seat) == NULL && bp_arena_spectators(a) == BP_MAX_SPECTATORS - 1, "left");
+    CHECK(bp_arena_spectate(t, a, &extra, 2u) == 2, "its place reused");
+    CHECK(bp_arena_any(t, BP_MODE_LOCKSTEP, BP_SLOT_ANY) == a, "still open for a second player");
+    bp_arena_detach(t, a, 0);
+    bp_arena_free(t, a); /* ends the spectators' sessions */
+    CHECK(bp_arena_by_addr(t, &extra, &seat) == NULL, "reclaim removes the spectators from the hash");
+    struct sockaddr_in s0 = addr(0x7F000002u, 3100);
+    CHECK(bp_arena_by_addr(t, &s0, &seat) == NULL && bp_arenas_count(t) == 0, "all of them");
+    BpArena *b = seat_new(t, BP_MODE_LOCKSTEP, 0, 3000);
+    CHECK(b && bp_arena_spectators(b) == 0, "a new arena starts without spectators");
+    bp_arenas_destroy(t);
+}
+
+static void test_text_fields(void) {
+    char f[BP_NAME_LEN];
+    memset(f, 0, sizeof f);
+    CHECK(!bp_text_field_ok(f, sizeof f, 0) && bp_text_field_ok(f, sizeof f, 1), "empty");
+    memcpy(f, "cpu:3 bot-x_y.z~", 16);
+    CHECK(bp_text_field_ok(f, sizeof f, 0), "printable");
+    f[3] = '\t';
+    CHECK(!bp_text_field_ok(f, sizeof f, 0), "tab");
+    f[3] = (char)0x80;
+    CHECK(!bp_text_field_ok(f, sizeof f, 0), "high bit");
+    memset(f, 0, sizeof f);
+    memcpy(f, "ok", 2);
+    f[10] = 'x';
+    CHECK(!bp_text_field_ok(f, sizeof f, 0), "text after the NUL");
+    memset(f, 'a', sizeof f);
+    CHECK(!bp_text_field_ok(f, sizeof f, 0), "no NUL");
+    f[sizeof f - 1] = 0;
+    CHECK(bp_text_field_ok(f, sizeof f, 0), "31 characters");
+}
+
+static void test_recorder(void) {
+    BpRecorder r;
+    memset(&r, 0, sizeof r);
+    bp_rec_clear(&r);
+    BpInput in[2] = {{0.5f, -1.0f, 3u}, {0.0f, 0.0f, 0u}};
+    for (int i = 0; i < 10; i++) bp_rec_add(&r, in);
+    in[1].stick_x = -0.0f; /* another bit pattern: another run */
+    bp_rec_add(&r, in);
+    CHECK(r.n_runs == 2 && r.n_ticks == 11 && r.runs[0].count == 10 && r.runs[1].count == 1 && r.dirty,
+          "runs %u ticks %u", r.n_runs, r.n_ticks);
+    /* the bound: a new input every tick fills BP_REC_MAX_RUNS runs, one more is refused */
+    bp_rec_clear(&r);
+    for (int i = 0; i < BP_REC_MAX_RUNS; i++) {
+        BpInput v[2] = {{(float)i, 0.0f, 0u}, {0.0f, 0.0f, 0u}};
+        bp_rec_add(&r, v);
+    }
+    BpInput v[2] = {{-1.0f, 0.0f, 0u}, {0.0f, 0.0f, 0u}};
+    CHECK(r.n_runs == BP_REC_MAX_RUNS && !r.broken, "full");
+    CHECK(bp_rec_add(&r, v) == -1 && r.broken, "past the bound: broken, not grown");
+    /* a real match recorded, written, read back and replayed */
+    bp_rec_clear(&r);
+    BpSim *sim = bp_sim_create();
+    bp_sim_reset(sim, 42u, 3u);
+    uint32_t st = 7u;
+    for (int i = 0; i < 2000 && bp_sim_phase(sim) == BP_PHASE_PLAYING; i++) {
+        if (i % 6 == 0) {
+            for (int p = 0; p < 2; p++) {
+                in[p].stick_x = (float)(bp_xorshift32(&st) % 201) / 100.0f - 1.0f;
+                in[p].stick_y = (float)(bp_xorshift32(&st) % 201) / 100.0f - 1.0f;
+                in[p].buttons = bp_xorshift32(&st) & BP_BTN_MASK;
+            }
+        }
+        bp_rec_add(&r, in);
+        bp_sim_step(sim, in);
+    }
+    char dir[] = "/tmp/bp_test_recXXXXXX";
+    CHECK(mkdtemp(dir) != NULL, "temp dir");
+    BpReplayHeader h;
+    memset(&h, 0, sizeof h);
+    h.seed = 42u;
+    h.match_id = 3u;
+    h.arena_id = 9u;
+    h.final_hash = bp_sim_state_hash(sim);
+    r.start_unix_ms = 1234567u;
+    NetPlayer players[2];
+    bp_sim_players(sim, players);
+    char path[512];
+    CHECK(bp_rec_write(&r, dir, &h, players, path, sizeof path) == 0, "written");
+    CHECK(strstr(path, "/1234567-a9-m3.bpr") != NULL, "named %s", path);
+    FILE *f = fopen(path, "rb");
+    BpReplayHeader back;
+    CHECK(f && fread(&back, sizeof back, 1, f) == 1, "read back");
+    CHECK(!memcmp(back.magic, "BPRP", 4) && back.version == BP_REPLAY_VERSION &&
+              back.header_size == BP_REPLAY_HEADER_SIZE && back.n_runs == r.n_runs && back.n_ticks == r.n_ticks,
+          "header");
+    BpSim *re = bp_sim_create();
+    bp_sim_reset(re, back.seed, back.match_id);
+    for (uint32_t i = 0; f && i < back.n_runs; i++) {
+        BpReplayRun run;
+        if (fread(&run, sizeof run, 1, f) != 1) break;
+        BpInput ri[2] = {{run.sx0, run.sy0, run.buttons0}, {run.sx1, run.sy1, run.buttons1}};
+        for (uint32_t k = 0; k < run.count; k++) bp_sim_step(re, ri);
+    }
+    NetPlayer tail[2];
+    CHECK(f && fread(tail, sizeof tail, 1, f) == 1 && fgetc(f) == EOF, "players trailer, then the end");
+    CHECK(bp_sim_state_hash(re) == back.final_hash && !memcmp(tail, players, sizeof tail), "replays bit for bit");
+    if (f) fclose(f);
+    unlink(path);
+    /* a directory that does not exist: -1, nothing left behind */
+    rmdir(dir);
+    CHECK(bp_rec_write(&r, dir, &h, players, path, sizeof path) == -1, "missing directory fails");
+    bp_sim_destroy(re);
+    bp_sim_destroy(sim);
+    bp_rec_free(&r);
+    CHECK(r.runs == NULL, "freed");
+}
+
 int main(void) {
+    test_spectators();
+    test_text_fields();
+    test_recorder();
     test_bounds();
     test_reclaim_and_reuse();
     test_any();
