@@ -24,7 +24,14 @@ from brawlkit.league.ratings import (
     games_matrix,
     payoff_matrix,
 )
-from brawlkit.league.records import MatchRecord, Member, permanent_ids
+from brawlkit.league.records import (
+    ANONYMOUS_ID,
+    MatchRecord,
+    Member,
+    id_kind,
+    permanent_ids,
+    player_id,
+)
 
 
 def M(t: float, a: str, b: str, result: str) -> MatchRecord:
@@ -357,7 +364,7 @@ def test_elo_command_json_and_table_with_a_stand_in_pool(monkeypatch, tmp_path, 
     out = capsys.readouterr().out
     assert "25 matches, Elo K 16" in out and "main-g2" in out and "cpu:8" in out
     table = out.splitlines()
-    assert table[1].split()[:4] == ["member", "role", "gen", "elo"]
+    assert table[1].split()[:5] == ["member", "kind", "role", "gen", "elo"]
     assert table[3].split()[0] == "main-g2"  # highest Elo first
 
 
@@ -404,3 +411,103 @@ def test_elo_command_on_a_real_league_directory(tmp_path) -> None:
     assert last_json(again.stdout) == res  # a restart: the same ratings, recomputed
     table = brawlkit("elo", "--league-dir", str(league.path), "--bootstrap", "0")
     assert table.returncode == 0 and "main-g2" in table.stdout
+
+
+# ======================================================================== human players
+def test_a_player_is_an_ordinary_zero_sum_participant() -> None:
+    """player:NAME is rated like any id: the hand-computed Elo, zero-sum, and in BT."""
+    log = [M(1, "player:alice", "main-g1", "win"), M(2, "main-g1", "player:alice", "win")]
+    r = elo(log, ["main-g1"], k=32, initial=1200)
+    # 1: 1200 v 1200, E 0.5: alice 1216, main 1184; 2: main 1184 beats alice 1216:
+    #    E_main = 1/(1+10^(32/400)) = 1/(1+1.2022644) = 0.4540781;
+    #    main += 32 (1 − 0.4540781) = +17.4695008, alice −= 17.4695008
+    e = 1 / (1 + 10 ** (32 / 400))
+    assert e == pytest.approx(0.4540781, abs=1e-7)
+    assert 32 * (1 - e) == pytest.approx(17.4695008)
+    assert r.ratings["main-g1"] == pytest.approx(1184 + 32 * (1 - e))
+    assert r.ratings["player:alice"] == pytest.approx(1216 - 32 * (1 - e))
+    assert sum(r.ratings.values()) == pytest.approx(2 * 1200)
+    bt = bradley_terry(log, ["main-g1"], bootstrap=0)
+    assert bt.ratings["player:alice"].games == 2 and bt.matches == 2
+
+
+def test_anonymous_moves_only_the_other_side_and_is_never_listed() -> None:
+    log = [M(1, "main-g1", "cpu:2", "win"), M(2, ANONYMOUS_ID, "main-g1", "win"),
+           M(3, "main-g1", ANONYMOUS_ID, "draw"), M(4, "bot-only-anon", ANONYMOUS_ID, "win")]
+    r = elo(log, ["cpu:2", ANONYMOUS_ID], k=32, initial=1200)
+    # 1: main 1216, cpu:2 1184
+    # 2: main 1216 loses to anonymous (fixed at 1200): E = 1/(1+10^(−16/400)) = 0.5230096;
+    #    main −= 32 · 0.5230096 = 16.7363068 -> 1199.2636932; anonymous stays 1200
+    e2 = 1 / (1 + 10 ** (-16 / 400))
+    assert e2 == pytest.approx(0.5230096, abs=1e-7)
+    main = 1216 - 32 * e2
+    assert main == pytest.approx(1199.2636932)
+    # 3: main 1199.2636932 draws anonymous: E = 1/(1+10^(0.7363068/400)) = 0.4989404
+    e3 = 1 / (1 + 10 ** ((1200 - main) / 400))
+    assert e3 == pytest.approx(0.4989404, abs=1e-7)
+    main += 32 * (0.5 - e3)
+    # 4: a newcomer beats anonymous: +16, nobody loses it
+    assert r.ratings == pytest.approx({"cpu:2": 1184.0, "main-g1": main, "bot-only-anon": 1216.0})
+    assert ANONYMOUS_ID not in r.ratings and ANONYMOUS_ID not in r.games
+    assert (r.games["main-g1"], r.wins["main-g1"], r.draws["main-g1"],
+            r.losses["main-g1"]) == (3, 1, 1, 1)
+    steps = [v for st in r.history[1:3] for v in (st.rating_a, st.rating_b)]
+    assert steps == pytest.approx([1200.0, 1216 - 32 * e2, main, 1200.0])
+    assert r.series(ANONYMOUS_ID)[0].size == 3  # its steps are in the history, unrated
+
+    # Bradley–Terry leaves the anonymous games out entirely: the same fit as without them
+    bt = bradley_terry(log, ["cpu:2"], bootstrap=20, seed=1)
+    plain = bradley_terry(log[:1], ["cpu:2", "main-g1", "bot-only-anon"], bootstrap=20, seed=1)
+    assert bt.ids == list(r.ratings) and ANONYMOUS_ID not in bt.ids
+    assert bt.matches == 1
+    for mid in bt.ids:
+        assert bt.ratings[mid].rating == plain.ratings[mid].rating
+        assert bt.ratings[mid].games == plain.ratings[mid].games
+    assert bt.ratings["bot-only-anon"].rating == 1200 and bt.ratings["bot-only-anon"].games == 0
+    ids, _ = payoff_matrix(log)
+    assert ANONYMOUS_ID not in ids
+
+
+def test_kinds_reserved_ids_and_player_records() -> None:
+    assert [id_kind(i) for i in ("player:bob", "cpu:3", "baseline", "main-g1", "x")] == [
+        "human", "cpu", "baseline", "bot", "bot"]
+    assert id_kind("main-g1", "main") == "bot" and id_kind("cpu:1", "cpu") == "cpu"
+    assert player_id("bob") == "player:bob"
+    for bad in ("", "a b", "x" * 25, "a:b"):
+        with pytest.raises(ValueError):
+            player_id(bad)
+        with pytest.raises(ValueError, match="player id"):
+            MatchRecord.from_json({"time": 1, "a": "player:" + bad, "b": "main-g1",
+                                   "result": "win"})
+    ok = MatchRecord.from_json({"time": 1, "a": "player:bob", "b": ANONYMOUS_ID,
+                                "result": "loss", "ticket": "ignored"})
+    assert ok.to_json() == {"time": 1.0, "a": "player:bob", "b": ANONYMOUS_ID, "result": "loss",
+                            "ticks": 0, "source": ""}
+    for rid in (ANONYMOUS_ID, "player:bob"):
+        with pytest.raises(ValueError, match="reserved"):
+            Member.from_json({"id": rid, "role": "main"})
+
+
+def test_league_table_kinds_and_a_league_directory_with_players(tmp_path) -> None:
+    """A league directory keeps player and anonymous records, and elo lists kinds."""
+    from brawlkit.league.elo_cli import format_table, league_table
+    from brawlkit.league.pool import LeagueDir, permanent_members
+
+    league = LeagueDir(tmp_path / "league", create=True)
+    league.register(Member(id="main-g1", role="main", generation=1))
+    log = [MatchRecord(time=t, a=a, b=b, result=res, source="botpool") for t, a, b, res in (
+        (1.0, "player:bob", "main-g1", "win"), (2.0, ANONYMOUS_ID, "main-g1", "loss"),
+        (3.0, "cpu:4", "player:bob", "draw"))]
+    with league.writer("botpool") as w:
+        w.write_many(log)
+    assert league.matches() == log
+    table = league_table(league.members(), league.matches(), bootstrap=0)
+    by = {row["id"]: row for row in table["members"]}
+    assert ANONYMOUS_ID not in by and table["matches"] == 3
+    assert {k: by[k]["kind"] for k in ("player:bob", "main-g1", "cpu:4", "baseline")} == {
+        "player:bob": "human", "main-g1": "bot", "cpu:4": "cpu", "baseline": "baseline"}
+    assert by["player:bob"]["role"] == "?" and by["main-g1"]["role"] == "main"
+    assert len(by) == len(permanent_members()) + 2
+    text = format_table(table)
+    assert "anonymous" not in text
+    assert any(line.split()[:2] == ["player:bob", "human"] for line in text.splitlines())

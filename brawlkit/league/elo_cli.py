@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from brawlkit.league.ratings import bradley_terry, elo
+from brawlkit.league.records import id_kind
 
 
 def _finite(x: float) -> float | None:
@@ -33,8 +34,11 @@ def league_table(
     """The ``--json`` object of ``members`` (:class:`~brawlkit.league.records.Member`)
     and ``matches`` (replay order): one row per id, by Elo rating, highest first.
 
-    An id that appears in the log but not among the members (a record of a
-    member whose file is gone or corrupt) is still rated, with role ``"?"``.
+    An id that appears in the log but not among the members (a registered human
+    player ``player:NAME``, or a member whose record is gone or corrupt) is still
+    rated, with role ``"?"``.  ``kind`` says what each id is (``bot``,
+    ``baseline``, ``cpu``, ``human``); ``anonymous`` is never a row (its matches
+    move only the other side's Elo and stay out of Bradley–Terry).
     """
     ids = [m.id for m in members]
     info = {m.id: m for m in members}
@@ -48,6 +52,7 @@ def league_table(
         rows.append({
             "id": mid,
             "role": mem.role if mem is not None else "?",
+            "kind": id_kind(mid, mem.role if mem is not None else None),
             "generation": mem.generation if mem is not None else None,
             "rating": round(er.ratings[mid], 3),
             "games": er.games[mid],
@@ -64,18 +69,18 @@ def league_table(
 
 
 def format_table(res: dict[str, Any]) -> str:
-    """The human table: member, role, generation, Elo, games, win rate, BT [lo, hi]."""
-    head = ("member", "role", "gen", "elo", "games", "win", "bt rating [lo, hi]")
+    """The human table: member, kind, role, generation, Elo, games, win rate, BT [lo, hi]."""
+    head = ("member", "kind", "role", "gen", "elo", "games", "win", "bt rating [lo, hi]")
     lines = []
     for r in res["members"]:
         bt = f"{r['bt_rating']:.0f}"
         if r["bt_lo"] is not None:
             bt += f" [{r['bt_lo']:.0f}, {r['bt_hi']:.0f}]"
-        lines.append((r["id"], r["role"], "-" if r["generation"] is None else str(r["generation"]),
+        lines.append((r["id"], r.get("kind", "-"), r["role"], "-" if r["generation"] is None else str(r["generation"]),
                       f"{r['rating']:.1f}", str(r["games"]),
                       "-" if r["win_rate"] is None else f"{r['win_rate']:.2f}", bt))
     widths = [max(len(h), *(len(row[c]) for row in lines)) for c, h in enumerate(head)]
-    right = {3, 4, 5}
+    right = {4, 5, 6}
 
     def fmt(row: tuple[str, ...]) -> str:
         return "  ".join(v.rjust(w) if c in right else v.ljust(w)

@@ -17,6 +17,13 @@ every member can be replayed and plotted.  Two views of the same log:
 Plus two helpers for the league's notebook: :func:`payoff_matrix` (mean score
 of row against column) and :func:`cycles` (rock-paper-scissors triples).
 docs/ratings.md documents the formulas and the choices.
+
+Human players: ``player:NAME`` is an ordinary rated id (zero-sum Elo, in BT).
+``anonymous`` is not a player but many unknown people under one id: a match
+against it moves only the other side's Elo (the anonymous side counts as
+``initial`` and never changes), it is left out of Bradley–Terry, and
+``anonymous`` is never listed — one pooled "player" would otherwise soak up or
+hand out rating that belongs to nobody in particular.
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from brawlkit.league.records import MatchRecord
+from brawlkit.league.records import ANONYMOUS_ID, MatchRecord
 
 #: Elo points per unit of Bradley–Terry strength θ: 10**(ΔR/400) = exp(Δθ)
 ELO_PER_THETA = 400.0 / math.log(10.0)
@@ -42,9 +49,10 @@ def _check_match(i: int, m: MatchRecord) -> None:
 
 def _ordered_ids(matches: Sequence[MatchRecord], members: Sequence[str] | None) -> list[str]:
     """``members`` first (in their order), then every other id of ``matches`` in
-    order of first appearance: one deterministic order for every table."""
+    order of first appearance: one deterministic order for every table.
+    ``anonymous`` is never one of them (it is nobody in particular)."""
     ids: list[str] = []
-    seen: set[str] = set()
+    seen: set[str] = {ANONYMOUS_ID}
     for mid in members or ():
         if mid not in seen:
             seen.add(mid)
@@ -147,6 +155,11 @@ def elo(
     ``matches`` joins at ``initial`` when first seen.  The order is the
     order of ``matches`` (the pool already sorts its log deterministically),
     so the same log always gives the same ratings.
+
+    A match against ``anonymous`` moves only the other side: its opponent is
+    rated ``initial`` for E and is not changed, counted or listed (so the sum
+    of the ratings is (number of ids) × ``initial`` plus the net of the
+    anonymous games).  Its :class:`EloStep` shows ``initial`` for that side.
     """
     if not (math.isfinite(k) and k >= 0):
         raise ValueError(f"k must be a finite number >= 0, got {k}")
@@ -161,9 +174,13 @@ def elo(
                 d[mid] = 0
 
     for mid in members or ():
-        join(mid)
+        if mid != ANONYMOUS_ID:
+            join(mid)
     for i, m in enumerate(matches):
         _check_match(i, m)
+        if ANONYMOUS_ID in (m.a, m.b):
+            _anonymous_step(res, i, m)
+            continue
         join(m.a)
         join(m.b)
         s = m.score
@@ -183,6 +200,30 @@ def elo(
             res.losses[loser] += 1
         res.history.append(EloStep(i, m.time, m.a, m.b, res.ratings[m.a], res.ratings[m.b]))
     return res
+
+
+def _anonymous_step(res: EloResult, i: int, m: MatchRecord) -> None:
+    """Match ``i`` against ``anonymous``: one-sided Elo.  The known side X, with
+    score S_X, against a fixed ``initial``: R_X += K (S_X − E_X), E_X =
+    elo_expected(R_X, initial); the anonymous side neither moves nor is recorded."""
+    x_is_a = m.b == ANONYMOUS_ID
+    x = m.a if x_is_a else m.b
+    if x not in res.ratings:
+        res.ratings[x] = res.initial
+        for d in (res.games, res.wins, res.draws, res.losses):
+            d[x] = 0
+    s = m.score if x_is_a else 1.0 - m.score
+    rx = res.ratings[x]
+    res.ratings[x] = rx + res.k * (s - elo_expected(rx, res.initial))
+    res.games[x] += 1
+    if s == 0.5:
+        res.draws[x] += 1
+    elif s == 1.0:
+        res.wins[x] += 1
+    else:
+        res.losses[x] += 1
+    ra, rb = (res.ratings[x], res.initial) if x_is_a else (res.initial, res.ratings[x])
+    res.history.append(EloStep(i, m.time, m.a, m.b, ra, rb))
 
 
 # ============================================================ Bradley–Terry
@@ -321,6 +362,11 @@ def bradley_terry(
     rating = ``initial`` + 400/ln 10 · θ, so BT and Elo ratings read alike
     (both average ``initial``).
 
+    Matches against ``anonymous`` are left out (it is no one player, and the
+    fit's mean-0 identifiability would otherwise be pulled by a pooled crowd);
+    ``matches`` of the result counts the matches fitted.  The ids are still those
+    :func:`elo` lists (one who met only ``anonymous`` is at ``initial``, no games).
+
     Confidence intervals: the matches are resampled with replacement
     ``bootstrap`` times (``numpy.random.default_rng(seed)``), each resample
     refitted, and the 2.5 % / 97.5 % percentiles of each member's rating
@@ -332,11 +378,12 @@ def bradley_terry(
                          f"every game has an infinite rating), got {prior_games}")
     if bootstrap < 0:
         raise ValueError(f"bootstrap must be >= 0, got {bootstrap}")
-    ids = _ordered_ids(matches, members)
-    index = {mid: i for i, mid in enumerate(ids)}
-    n = len(ids)
     for i, m in enumerate(matches):
         _check_match(i, m)
+    ids = _ordered_ids(matches, members)  # the ids Elo lists, in its order
+    matches = [m for m in matches if ANONYMOUS_ID not in (m.a, m.b)]
+    index = {mid: i for i, mid in enumerate(ids)}
+    n = len(ids)
     ia = np.array([index[m.a] for m in matches], dtype=np.int64)
     ib = np.array([index[m.b] for m in matches], dtype=np.int64)
     s = np.array([m.score for m in matches], dtype=float)

@@ -10,6 +10,7 @@ are written as JSON (``to_json`` / ``from_json``) by the pool
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -28,6 +29,52 @@ def cpu_id(level: int) -> str:
 
 def permanent_ids() -> tuple[str, ...]:
     return (BASELINE_ID, *(cpu_id(lv) for lv in CPU_LEVELS))
+
+
+#: the id of a person who played without an identity (docs/ratings.md: rated at the
+#: initial rating, never moved, never listed)
+ANONYMOUS_ID = "anonymous"
+#: ids of registered human players: ``player:NAME`` (the registry's POST /players)
+PLAYER_PREFIX = "player:"
+#: a player's name: short, printable, no separator that a ticket or an id uses
+PLAYER_NAME_RE = re.compile(r"[A-Za-z0-9_.-]{1,24}")
+#: what an id of the ratings is: a trained checkpoint, the scripted baseline, a
+#: built-in CPU level, or a registered human player
+KINDS = ("bot", "baseline", "cpu", "human")
+
+
+def player_id(name: str) -> str:
+    """The match-log id of the registered player ``name`` (``ValueError`` if the name
+    is not one a player may have)."""
+    if not isinstance(name, str) or not PLAYER_NAME_RE.fullmatch(name):
+        raise ValueError(f"player name {name!r} must match {PLAYER_NAME_RE.pattern}")
+    return PLAYER_PREFIX + name
+
+
+def player_name(member_id: str) -> str | None:
+    """``NAME`` of a ``player:NAME`` id, None for any other id."""
+    if member_id.startswith(PLAYER_PREFIX):
+        return member_id[len(PLAYER_PREFIX):]
+    return None
+
+
+def is_reserved_id(member_id: str) -> bool:
+    """Ids no league member may take: ``anonymous`` and the ``player:`` namespace."""
+    return member_id == ANONYMOUS_ID or member_id.startswith(PLAYER_PREFIX)
+
+
+def id_kind(member_id: str, role: str | None = None) -> str:
+    """The kind (:data:`KINDS`) of an id of the match log: by its member ``role``
+    when it is a member, else by its shape (``player:`` is human, ``cpu:L`` a CPU
+    level, ``baseline`` the baseline; anything else is a trained checkpoint whose
+    record is not at hand)."""
+    if member_id.startswith(PLAYER_PREFIX):
+        return "human"
+    if role == "baseline" or (role is None and member_id == BASELINE_ID):
+        return "baseline"
+    if role == "cpu" or (role is None and member_id in permanent_ids()):
+        return "cpu"
+    return "bot"
 
 
 @dataclass(frozen=True)
@@ -71,6 +118,9 @@ class Member:
             raise ValueError(f"member {m.id!r} has unknown role {m.role!r}")
         if not m.id or "/" in m.id or m.id.startswith("."):
             raise ValueError(f"member id {m.id!r} is not a plain name")
+        if is_reserved_id(m.id):
+            raise ValueError(f"member id {m.id!r} is reserved for human players "
+                             f"({ANONYMOUS_ID!r} and {PLAYER_PREFIX}NAME)")
         return m
 
 
@@ -83,6 +133,10 @@ class MatchRecord:
     """One finished match: ``a`` against ``b``, ``result`` from a's side
     (``win`` / ``draw`` / ``loss``), ``ticks`` played, ``time`` (epoch seconds),
     ``source`` (who played it: ``train:<role>``, ``eval``, ``botpool``, ...).
+
+    Besides member ids, ``a`` and ``b`` may be a registered human player,
+    ``player:NAME`` (NAME as :data:`PLAYER_NAME_RE`), or ``anonymous`` (a person
+    without an identity); docs/ratings.md says how they are rated.
 
     A match *is* its content: a league directory and the registry both count
     identical records once (so a batch can be resent, and matches pulled twice do
@@ -125,4 +179,9 @@ class MatchRecord:
             raise ValueError(f"match result {r.result!r} is not one of {sorted(RESULTS)}")
         if r.a == r.b:
             raise ValueError(f"a match of {r.a!r} against itself")
+        for side in (r.a, r.b):
+            name = player_name(side)
+            if name is not None and not PLAYER_NAME_RE.fullmatch(name):
+                raise ValueError(f"player id {side!r}: the name must match "
+                                 f"{PLAYER_NAME_RE.pattern}")
         return r

@@ -20,6 +20,14 @@ Why these choices:
 * Every comparison of secret material uses :func:`hmac.compare_digest` (constant
   time), and an unknown agent costs the same hash as a known one, so timing tells
   nothing about which agents exist.
+
+Human players (docs/registry.md, "Players and tickets") get the same treatment:
+a player's key is hashed like an agent's secret, and it is traded for a
+*ticket* — ``pt1:NAME:EXPIRY:SIG``, printable ASCII of at most
+:data:`MAX_TICKET_CHARS` (it travels in the game's 192-byte IDENT field) — that a
+bot passes on with the matches it played against that person.  SIG is
+HMAC-SHA256 under a key derived from the token key for tickets only, so a ticket
+can never pass as a bearer token nor the other way round.
 """
 
 from __future__ import annotations
@@ -46,6 +54,12 @@ KDF = f"scrypt:n={SCRYPT_N},r={SCRYPT_R},p={SCRYPT_P}"
 TOKEN_VERSION = 1
 #: a token longer than this is refused before any work (the real ones are ~150 bytes)
 MAX_TOKEN_CHARS = 2048
+TICKET_VERSION = "pt1"
+#: a ticket fits the wire's ticket field (BP_TICKET_LEN 192 with its NUL); real ones
+#: are at most 3 + 1 + 24 + 1 + 10 + 1 + 43 = 83 characters
+MAX_TICKET_CHARS = 191
+#: default lifetime of a player ticket: one evening of play
+TICKET_TTL_S = 4 * 3600
 
 
 class AuthError(Exception):
@@ -127,6 +141,24 @@ class Claims:
     expires: int
 
 
+@dataclass(frozen=True)
+class Ticket:
+    """What a valid player ticket says: the player's name and its expiry (epoch s)."""
+
+    name: str
+    expires: int
+
+
+def ticket_player(ticket: str) -> str | None:
+    """The player NAME a ticket claims, WITHOUT checking it (None if it is not shaped
+    like a ticket): what a bot needs to name the match ``player:NAME``; the registry
+    verifies the ticket when the match is posted."""
+    parts = ticket.split(":") if isinstance(ticket, str) else []
+    if len(parts) != 4 or parts[0] != TICKET_VERSION or len(ticket) > MAX_TICKET_CHARS:
+        return None
+    return parts[1] or None
+
+
 class TokenSigner:
     """Issues and verifies the registry's bearer tokens with one server key.
 
@@ -171,6 +203,38 @@ class TokenSigner:
 
     def _sign(self, payload: str) -> str:
         return _b64(hmac.new(self._key, payload.encode("ascii"), hashlib.sha256).digest())
+
+    def _ticket_sig(self, payload: str) -> str:
+        sub = hmac.new(self._key, b"brawlkit player tickets v1", hashlib.sha256).digest()
+        return _b64(hmac.new(sub, payload.encode("ascii"), hashlib.sha256).digest())
+
+    def issue_ticket(self, name: str, ttl: int = TICKET_TTL_S, now: float | None = None) -> str:
+        """A ticket for player ``name`` (a valid player name: no ``:``) that expires
+        ``ttl`` seconds from now."""
+        if not name or ":" in name or not name.isascii() or not name.isprintable():
+            raise ValueError(f"not a player name: {name!r}")
+        exp = int(time.time() if now is None else now) + int(ttl)
+        payload = f"{TICKET_VERSION}:{name}:{exp}"
+        ticket = f"{payload}:{self._ticket_sig(payload)}"
+        assert len(ticket) <= MAX_TICKET_CHARS
+        return ticket
+
+    def verify_ticket(self, ticket: str, now: float | None = None) -> Ticket:
+        """The :class:`Ticket` of a valid, unexpired ticket; :class:`AuthError` saying
+        why otherwise (signature checked in constant time before the rest is read)."""
+        if not isinstance(ticket, str) or not ticket or len(ticket) > MAX_TICKET_CHARS \
+                or not ticket.isascii() or ticket.count(":") != 3:
+            raise AuthError("malformed ticket")
+        payload, sig = ticket.rsplit(":", 1)
+        if not hmac.compare_digest(self._ticket_sig(payload).encode("ascii"),
+                                   sig.encode("ascii")):
+            raise AuthError("invalid ticket signature")
+        version, name, exp = payload.split(":")
+        if version != TICKET_VERSION or not exp.isdigit() or not name:
+            raise AuthError("malformed ticket")
+        if int(exp) <= (time.time() if now is None else now):
+            raise AuthError("ticket expired")
+        return Ticket(name=name, expires=int(exp))
 
     def issue(self, agent_id: str, scope: str, ttl: int, now: float | None = None) -> str:
         """A token for ``agent_id`` with ``scope`` that expires ``ttl`` seconds from now."""

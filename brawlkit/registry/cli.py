@@ -9,7 +9,8 @@ One service per data directory: a second one on the same ``--data`` refuses to
 start (the store's clean-up at start must not touch another service's uploads).
 
 ``add-agent NAME`` creates an agent and prints its secret once; only a salted
-scrypt hash of it is stored.  docs/registry.md has the whole picture.
+scrypt hash of it is stored.  ``add-player NAME`` does the same for a human player
+(what ``POST /players`` does over HTTP).  docs/registry.md has the whole picture.
 """
 
 from __future__ import annotations
@@ -39,6 +40,9 @@ def _serve(args: argparse.Namespace) -> int:
         return 2
     if args.token_ttl < 1:
         print("registry: --token-ttl must be >= 1 second", file=sys.stderr)
+        return 2
+    if args.ticket_ttl < 1:
+        print("registry: --ticket-ttl must be >= 1 second", file=sys.stderr)
         return 2
     data = Path(args.data)
     data.mkdir(parents=True, exist_ok=True)
@@ -73,7 +77,7 @@ def _serve(args: argparse.Namespace) -> int:
                   "unfinished upload(s)", file=sys.stderr)
         reg = Registry(db=db, store=store, signer=TokenSigner.from_data_dir(data),
                        max_upload_bytes=int(args.max_upload_mb * (1 << 20)),
-                       token_ttl=int(args.token_ttl))
+                       token_ttl=int(args.token_ttl), ticket_ttl=int(args.ticket_ttl))
         app = create_app(reg)
         try:
             info = socket.getaddrinfo(args.host, args.port, type=socket.SOCK_STREAM,
@@ -129,8 +133,38 @@ def _add_agent(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_player(args: argparse.Namespace) -> int:
+    from brawlkit.league.records import PLAYER_NAME_RE
+    from brawlkit.registry.auth import hash_secret, new_secret
+    from brawlkit.registry.database import Conflict, RegistryDB, display_url
+
+    if not PLAYER_NAME_RE.fullmatch(args.name):
+        print(f"registry: player name {args.name!r} must be 1 to 24 letters, digits, '_', "
+              "'.' or '-'", file=sys.stderr)
+        return 2
+    url = _db_url(args)
+    try:
+        db = RegistryDB(url)
+    except Exception as e:
+        print(f"registry: cannot open the database {display_url(url)}: {e}", file=sys.stderr)
+        return 2
+    try:
+        key = new_secret()
+        db.add_player(args.name, hash_secret(key))
+    except Conflict as e:
+        print(f"registry: {e}", file=sys.stderr)
+        return 1
+    finally:
+        db.close()
+    print(f"player {args.name!r} created; its matches are player:{args.name}.")
+    print(f"key (shown only now; the registry keeps only a hash): {key}")
+    if args.json:
+        print(json.dumps({"name": args.name, "key": key}))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
-    from brawlkit.registry.auth import SCOPES
+    from brawlkit.registry.auth import SCOPES, TICKET_TTL_S
 
     ap = argparse.ArgumentParser(
         prog="python -m brawlkit registry",
@@ -154,6 +188,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="largest request body in MiB; larger ones get 413 (default 64)")
     sv.add_argument("--token-ttl", type=int, default=3600,
                     help="lifetime of the bearer tokens in seconds (default 3600)")
+    sv.add_argument("--ticket-ttl", type=int, default=TICKET_TTL_S,
+                    help=f"lifetime of the player tickets in seconds (default {TICKET_TTL_S})")
     sv.add_argument("--log-level", default="info",
                     choices=("critical", "error", "warning", "info", "debug"),
                     help="server log level (default info; debug also logs every request)")
@@ -169,12 +205,25 @@ def main(argv: list[str] | None = None) -> int:
                     help="read < write < admin (default read)")
     ag.add_argument("--json", action="store_true",
                     help="also print {agent_id, scope, secret} as one JSON line (last line)")
+    pl = sub.add_parser("add-player", help="create a human player and print its key once",
+                        description="Create a human player (match id player:NAME) and print "
+                        "its key, once: the registry stores only a salted scrypt hash. "
+                        "Anyone may also sign up over HTTP (POST /players).")
+    pl.add_argument("name", help="the player's name: 1 to 24 letters, digits, '_', '.', '-'")
+    where = pl.add_mutually_exclusive_group(required=True)
+    where.add_argument("--db", help="the registry's database URL")
+    where.add_argument("--data", help="the registry's data directory (its default SQLite "
+                       "database)")
+    pl.add_argument("--json", action="store_true",
+                    help="also print {name, key} as one JSON line (last line)")
     _client_commands(sub)
     args = ap.parse_args(argv)
     if args.cmd == "serve":
         return _serve(args)
     if args.cmd == "add-agent":
         return _add_agent(args)
+    if args.cmd == "add-player":
+        return _add_player(args)
     return _client(args)
 
 

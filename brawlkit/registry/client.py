@@ -3,6 +3,9 @@ league through a ``python -m brawlkit registry serve`` service (docs/registry.md
 
 * Credentials come from the environment (``BRAWLKIT_AGENT_ID`` /
   ``BRAWLKIT_AGENT_SECRET``, or Colab's secrets), never from the command line.
+  They are needed only by the requests that need a token: a human's client signs
+  up (:meth:`RegistryClient.register_player`) and fetches its tickets
+  (:meth:`RegistryClient.player_ticket`, key from ``BRAWLKIT_PLAYER_KEY``) without.
 * A bearer token is fetched on first use and refreshed before it expires (and once
   more on a 401).
 * Connection errors and 5xx answers are retried with exponential backoff; 4xx
@@ -17,7 +20,7 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -28,6 +31,8 @@ from brawlkit.league.records import MatchRecord, Member
 
 ENV_AGENT_ID = "BRAWLKIT_AGENT_ID"
 ENV_AGENT_SECRET = "BRAWLKIT_AGENT_SECRET"
+#: a human player's key (POST /players printed it once); never on a command line
+ENV_PLAYER_KEY = "BRAWLKIT_PLAYER_KEY"
 #: retries of a connection error, a timeout or a 5xx, with backoff 0.5, 1, 2, ... s
 #: (about 15 s in all before the registry counts as down; $BRAWLKIT_REGISTRY_RETRIES)
 RETRIES = 5
@@ -80,8 +85,12 @@ class RegistryClient:
                  cache_dir: str | Path | None = None, retries: int | None = None,
                  backoff_s: float = BACKOFF_S) -> None:
         self.url = url.rstrip("/")
+        self._no_credentials: RegistryError | None = None
         if agent_id is None or secret is None:
-            agent_id, secret = credentials()
+            try:
+                agent_id, secret = credentials()
+            except RegistryError as e:  # fine for a player's client; raised on first use
+                self._no_credentials = e
         self.agent_id, self._secret = agent_id, secret
         self.cache_dir = Path(cache_dir or os.environ.get(ENV_CACHE)
                               or Path.home() / ".cache" / "brawlkit" / "registry")
@@ -94,6 +103,8 @@ class RegistryClient:
 
     # ---------------------------------------------------------------- plumbing
     def _fresh_token(self) -> str:
+        if self._no_credentials is not None:
+            raise self._no_credentials
         if self._token is None or time.time() > self._expires - REFRESH_MARGIN_S:
             r = self._send("POST", "/auth/token", auth=False,
                            json={"agent_id": self.agent_id, "secret": self._secret})
@@ -205,10 +216,50 @@ class RegistryClient:
         out: dict[str, Any] = self._send("POST", f"/checkpoints/{_q(member_id)}/disable").json()
         return out
 
+    # ---------------------------------------------------------------- players
+    def register_player(self, name: str) -> str:
+        """Sign up the human player ``name`` (no agent credentials needed); returns its
+        key, which the registry shows only this once.  409 (taken) and 422 (not a
+        valid name) raise :class:`RegistryError`.  Connection errors and 5xx are
+        retried as everywhere; if a 201 was lost on the way, the retry gets 409 and
+        that name's key is gone with it (sign up another name)."""
+        r = self._send("POST", "/players", auth=False, json={"name": name})
+        return str(r.json()["key"])
+
+    def player_ticket(self, name: str, key: str | None = None) -> str:
+        """A fresh ticket of player ``name`` (key: ``key`` or $BRAWLKIT_PLAYER_KEY) for
+        the game's IDENT; a wrong key or unknown name raises :class:`RegistryError`
+        (status 401)."""
+        key = key or os.environ.get(ENV_PLAYER_KEY)
+        if not key:
+            raise RegistryError(f"no player key: set {ENV_PLAYER_KEY} (POST /players or "
+                                "registry add-player printed it once)")
+        r = self._send("POST", f"/players/{_q(name)}/ticket", auth=False,
+                       headers={"X-Player-Key": key})
+        return str(r.json()["ticket"])
+
+    def players(self) -> list[dict[str, Any]]:
+        """Every player's name and sign-up time."""
+        out: list[dict[str, Any]] = self._send("GET", "/players").json()
+        return out
+
     # ---------------------------------------------------------------- matches and ratings
-    def post_matches(self, matches: Sequence[MatchRecord]) -> dict[str, Any]:
-        out: dict[str, Any] = self._send("POST", "/matches",
-                                         json=[m.to_json() for m in matches]).json()
+    def post_matches(self, matches: Sequence[MatchRecord],
+                     tickets: Mapping[int, str | Sequence[str]] | None = None) -> dict[str, Any]:
+        """Store ``matches`` (all or nothing; resending is safe).  ``tickets[i]``: the
+        ticket (or two, for two players) proving the ``player:NAME`` side(s) of
+        ``matches[i]``; every such record needs one (403 otherwise, not retried)."""
+        tickets = dict(tickets or {})
+        if any(not 0 <= i < len(matches) for i in tickets):
+            raise ValueError(f"tickets name records outside 0..{len(matches) - 1}")
+        body = []
+        for i, m in enumerate(matches):
+            d = m.to_json()
+            if i in tickets:
+                t = tickets[i]
+                d["ticket"] = t if isinstance(t, str) else list(t)
+            body.append(d)
+        out: dict[str, Any] = self._send("POST", "/matches", json=body).json()
         return out
 
     def matches(self) -> list[MatchRecord]:

@@ -66,11 +66,13 @@ from brawlkit.league.records import MatchRecord, Member
 from brawlkit.registry.auth import SecretHash
 
 #: the schema version this code writes and reads
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 STATUSES = ("registered", "active", "disabled")
 #: length bounds of stored text (ids and names are plain names, see service.py)
 ID_LEN = 200
 TEXT_LEN = 1000
+#: a player's name (``PLAYER_NAME_RE`` allows 24; the column leaves room)
+PLAYER_NAME_LEN = 64
 
 _BIGINT = BigInteger().with_variant(Integer, "sqlite")  # SQLite autoincrement needs INTEGER
 
@@ -142,6 +144,19 @@ def tables_v1(md: MetaData) -> dict[str, Table]:
     return {"agents": agents, "checkpoints": checkpoints, "matches": matches}
 
 
+def players_v3(md: MetaData) -> Table:
+    """The players table as version 3 created it (frozen): a human player's name and
+    the salted slow hash of its key, like ``registry_agents``."""
+    return Table(
+        "registry_players", md,
+        Column("name", String(PLAYER_NAME_LEN), primary_key=True),
+        Column("kdf", String(64), nullable=False),
+        Column("salt", String(64), nullable=False),
+        Column("key_hash", String(256), nullable=False),
+        Column("created", String(40), nullable=False),
+    )
+
+
 def _migrations_table(md: MetaData) -> Table:
     return Table(
         "registry_migrations", md,
@@ -158,6 +173,7 @@ agents_t, checkpoints_t, matches_t = _t["agents"], _t["checkpoints"], _t["matche
 matches_t.append_column(Column("digest", String(64)))
 locks_t = Table("registry_locks", metadata, Column("name", String(32), primary_key=True))
 migrations_t = _migrations_table(metadata)
+players_t = players_v3(metadata)
 LOCK_NAMES = ("active", "matches")
 #: one record per match content (version 2)
 ux_match_digest = Index("ux_registry_matches_digest", matches_t.c.digest, unique=True)
@@ -219,10 +235,16 @@ def _migrate_2(conn: Connection) -> None:
         ux_one_active.create(conn)
 
 
+def _migrate_3(conn: Connection) -> None:
+    """Human players: ``registry_players`` (name, key hash)."""
+    players_v3(MetaData()).create(conn)
+
+
 #: (version, what it does, the step); append only
 MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (1, "agents, checkpoints, matches", _migrate_1),
     (2, "match digests (idempotent batches), one active checkpoint", _migrate_2),
+    (3, "human players (name, key hash)", _migrate_3),
 ]
 assert MIGRATIONS[-1][0] == SCHEMA_VERSION
 
@@ -406,6 +428,38 @@ class RegistryDB:
         return sorted(({"id": r.id, "scope": r.scope, "created": r.created} for r in rows),
                       key=lambda a: a["id"])
 
+    # ---------------------------------------------------------------- players
+    def add_player(self, name: str, key: SecretHash) -> str:
+        """Create a player; returns its ``created`` time; :class:`Conflict` if the
+        name is taken."""
+        created = utc_now()
+        try:
+            with write_tx(self.engine) as conn:
+                if conn.execute(select(players_t.c.name)
+                                .where(players_t.c.name == name)).first():
+                    raise Conflict(f"player name {name!r} is taken")
+                conn.execute(insert(players_t).values(
+                    name=name, kdf=key.kdf, salt=key.salt, key_hash=key.digest,
+                    created=created))
+        except IntegrityError:  # a concurrent sign-up of the same name committed first
+            raise Conflict(f"player name {name!r} is taken") from None
+        return created
+
+    def player(self, name: str) -> SecretHash | None:
+        """The stored key hash of a player, or None."""
+        with read_tx(self.engine) as conn:
+            row = conn.execute(select(players_t).where(players_t.c.name == name)).first()
+        if row is None:
+            return None
+        return SecretHash(kdf=row.kdf, salt=row.salt, digest=row.key_hash)
+
+    def players(self) -> list[dict[str, str]]:
+        """Every player's name and sign-up time (never the key hash), by name."""
+        with read_tx(self.engine) as conn:
+            rows = conn.execute(select(players_t.c.name, players_t.c.created)).all()
+        return sorted(({"name": r.name, "created": r.created} for r in rows),
+                      key=lambda p: p["name"])
+
     # ---------------------------------------------------------------- checkpoints
     def add_checkpoint(self, new: NewCheckpoint, by: str) -> tuple[dict[str, Any], bool]:
         """Record an upload: (record, True) when new; (the existing record, False) for
@@ -559,6 +613,17 @@ class RegistryDB:
                 continue
             return len(new), len(recs) - len(new)
         raise Conflict("concurrent match batches kept colliding; retry")
+
+    def stored(self, recs: list[MatchRecord]) -> list[bool]:
+        """For each record: is a match of that content stored already?"""
+        digests = [match_digest(r) for r in recs]
+        known: set[str] = set()
+        with read_tx(self.engine) as conn:
+            for i in range(0, len(digests), 500):
+                known.update(conn.execute(
+                    select(matches_t.c.digest)
+                    .where(matches_t.c.digest.in_(digests[i:i + 500]))).scalars())
+        return [d in known for d in digests]
 
     def matches(self, since: float | None = None) -> list[MatchRecord]:
         """Every stored match (``time >= since`` if given) in the canonical replay

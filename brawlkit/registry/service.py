@@ -16,7 +16,8 @@ before the commit (a bad hash, a cut-off body, a conflicting id) deletes the tem
 files, so neither a record nor a file is left behind.
 
 Every answer to bad client input is a 4xx with a ``detail`` message: 400 malformed,
-401 no/bad/expired token (with ``WWW-Authenticate: Bearer``), 403 scope too low,
+401 no/bad/expired token (with ``WWW-Authenticate: Bearer``) or player key, 403 scope
+too low or a player's match without a valid ticket,
 404 unknown id, 409 conflict, 413 too large, 415 not multipart, 422 invalid fields.
 """
 
@@ -30,7 +31,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from fastapi import Body, Depends, FastAPI, HTTPException, Path, Query, Request
+from fastapi import Body, Depends, FastAPI, Header, HTTPException, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -51,11 +52,22 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from brawlkit.export.bpw import blob_kind, compress_lz4, parse_bpw
 from brawlkit.league.elo_cli import league_table
 from brawlkit.league.pool import permanent_members
-from brawlkit.league.records import ROLES, MatchRecord, Member, permanent_ids
+from brawlkit.league.records import (
+    PLAYER_NAME_RE,
+    ROLES,
+    MatchRecord,
+    Member,
+    permanent_ids,
+    player_name,
+)
 from brawlkit.registry.auth import (
+    MAX_TOKEN_CHARS,
+    TICKET_TTL_S,
     AuthError,
     Claims,
     TokenSigner,
+    hash_secret,
+    new_secret,
     scope_allows,
     verify_secret,
 )
@@ -71,7 +83,7 @@ from brawlkit.registry.database import (
 )
 from brawlkit.registry.store import Store, TempBlob
 
-API_VERSION = "1.0"
+API_VERSION = "1.1"  # 1.1: players, tickets, kinds in /ratings
 #: the ``metadata`` part of an upload is JSON, not an artifact: 1 MiB is plenty
 METADATA_MAX_BYTES = 1 << 20
 MAX_MATCH_BATCH = 100_000
@@ -88,6 +100,7 @@ class Registry:
     signer: TokenSigner
     max_upload_bytes: int = 64 << 20
     token_ttl: int = 3600
+    ticket_ttl: int = TICKET_TTL_S
 
 
 # ================================================================== models
@@ -185,16 +198,51 @@ class CheckpointRecord(BaseModel):
     uploaded_by: str = Field(description="the agent that uploaded it")
 
 
-class MatchIn(BaseModel):
+class MatchOut(BaseModel):
     """One match, as ``MatchRecord.to_json()`` writes it."""
 
     model_config = ConfigDict(extra="ignore")
     time: float = Field(allow_inf_nan=False, description="epoch seconds")
-    a: PlainName
+    a: PlainName = Field(description="a member id, player:NAME or anonymous")
     b: PlainName
     result: Literal["win", "draw", "loss"] = Field(description="from a's side")
     ticks: int = Field(0, ge=0, le=2**63 - 1)
     source: Annotated[str, Field(max_length=ID_LEN), AfterValidator(_text_ok)] = ""
+
+
+TicketText = Annotated[str, Field(max_length=MAX_TOKEN_CHARS)]
+
+
+class MatchIn(MatchOut):
+    """One match to store: ``MatchRecord.to_json()`` plus, for a record naming a
+    registered player, its ticket (not part of the match: never stored)."""
+
+    ticket: TicketText | Annotated[list[TicketText], Field(max_length=2)] | None = Field(
+        None, description="the ticket (POST /players/{name}/ticket) of the player:NAME "
+        "side; a list of two for a match of two players")
+
+
+PlayerName = Annotated[str, Field(pattern=PLAYER_NAME_RE.pattern.join("^$"),
+                                  description="letters, digits, '_', '.', '-'; 1 to 24")]
+
+
+class PlayerIn(BaseModel):
+    name: PlayerName
+
+
+class PlayerCreated(BaseModel):
+    name: str
+    key: str = Field(description="the player's key, shown only now (the registry keeps a hash)")
+
+
+class PlayerRecord(BaseModel):
+    name: str
+    created: str = Field(description="sign-up time (ISO-8601 UTC)")
+
+
+class TicketResponse(BaseModel):
+    ticket: str = Field(description="printable ASCII, at most 191 characters")
+    expires: int = Field(description="epoch seconds")
 
 
 class MatchBatchResult(BaseModel):
@@ -205,6 +253,7 @@ class MatchBatchResult(BaseModel):
 class RatingRow(BaseModel):
     id: str
     role: str
+    kind: Literal["bot", "baseline", "cpu", "human"]
     generation: int | None
     rating: float
     games: int
@@ -501,6 +550,58 @@ def create_app(reg: Registry) -> FastAPI:
         return {"access_token": reg.signer.issue(req.agent_id, scope, reg.token_ttl),
                 "token_type": "bearer", "expires_in": reg.token_ttl, "scope": scope}
 
+    # ------------------------------------------------------------ players
+    @app.post("/players", summary="Sign up a human player (no token)", status_code=201,
+              response_model=PlayerCreated, tags=["players"],
+              responses={409: {"model": ErrorModel, "description": "the name is taken"},
+                         422: {"model": ErrorModel, "description": "not a valid name"}})
+    def add_player(req: PlayerIn) -> JSONResponse:
+        """Create a player; its key is in the answer, once (only a salted scrypt hash
+        is stored).  Its matches are ``player:NAME`` in the match log."""
+        key = new_secret()
+        db.add_player(req.name, hash_secret(key))
+        return JSONResponse({"name": req.name, "key": key}, status_code=201)
+
+    @app.post("/players/{name}/ticket", summary="Trade a player's key for a ticket",
+              response_model=TicketResponse, tags=["players"],
+              responses={401: {"model": ErrorModel, "description":
+                               "no key, unknown player or wrong key"}})
+    def player_ticket(
+        name: Annotated[str, Path(max_length=1000)],
+        x_player_key: Annotated[str | None, Header(alias="X-Player-Key", max_length=256)] = None,
+    ) -> dict[str, Any]:
+        """A signed ticket naming the player, valid ``--ticket-ttl`` seconds: a bot
+        that played this person posts it with the match (POST /matches)."""
+        if not x_player_key:
+            raise _err(401, "the player's key is needed (header X-Player-Key)")
+        found = db.player(name) if PLAYER_NAME_RE.fullmatch(name) else None
+        if not verify_secret(x_player_key, found) or found is None:
+            raise _err(401, "unknown player or wrong key")
+        ticket = reg.signer.issue_ticket(name, reg.ticket_ttl)
+        return {"ticket": ticket, "expires": reg.signer.verify_ticket(ticket).expires}
+
+    @app.get("/players", summary="The players' names (read)", response_model=list[PlayerRecord],
+             tags=["players"], responses={**e401})
+    def list_players(_c: Annotated[Claims, read]) -> JSONResponse:
+        """Every player's name and sign-up time, by name (never a key)."""
+        return JSONResponse(db.players())
+
+    def _ticket_problem(name: str, tickets: list[str]) -> str:
+        """Why none of ``tickets`` proves player ``name`` ('' when one does)."""
+        if not tickets:
+            return "the record carries no ticket"
+        why = []
+        for t in tickets:
+            try:
+                got = reg.signer.verify_ticket(t)
+            except AuthError as e:
+                why.append(str(e))
+                continue
+            if got.name == name:
+                return ""
+            why.append(f"the ticket is player {got.name!r}'s")
+        return "; ".join(why)
+
     # ------------------------------------------------------------ checkpoints
     upload_body = {
         "required": True,
@@ -711,25 +812,44 @@ def create_app(reg: Registry) -> FastAPI:
 
     # ------------------------------------------------------------ matches, ratings
     @app.post("/matches", summary="Store a batch of matches (write)", response_model=MatchBatchResult, tags=["matches"],
-              responses={**e400, **e401, 413: {"model": ErrorModel, "description":
-                                               "over --max-upload-mb"}})
+              responses={**e400, **e401, 403: {
+                  "model": ErrorModel, "description": "the token's scope is too low, or a "
+                  "player:NAME record has no valid ticket of NAME (the detail names the "
+                  "record)"}, 413: {"model": ErrorModel, "description": "over --max-upload-mb"}})
     def post_matches(
         batch: Annotated[list[MatchIn], Body(max_length=MAX_MATCH_BATCH)],
         claims: Annotated[Claims, write],
     ) -> dict[str, int]:
         """Store a batch of matches (``MatchRecord.to_json()`` dicts), all or nothing.
         A match whose content is stored already is not stored again, so a batch may be
-        retried safely."""
+        retried safely.  A record naming ``player:NAME`` carries a valid ticket of
+        NAME in ``ticket`` (403 naming the record otherwise; a record stored already
+        needs none, so a retry after the ticket expired still succeeds)."""
         recs: list[MatchRecord] = []
         for i, m in enumerate(batch):
             try:
-                recs.append(MatchRecord.from_json(m.model_dump()))
+                recs.append(MatchRecord.from_json(m.model_dump(exclude={"ticket"})))
             except ValueError as e:
                 raise _err(400, f"match {i}: {e}") from None
+        refused: list[tuple[int, str]] = []
+        for i, (m, rec) in enumerate(zip(batch, recs, strict=True)):
+            tickets = [m.ticket] if isinstance(m.ticket, str) else list(m.ticket or [])
+            for side in (rec.a, rec.b):
+                name = player_name(side)
+                why = "" if name is None else _ticket_problem(name, tickets)
+                if why:
+                    refused.append((i, f"match {i}: {side!r} needs a valid ticket of player "
+                                       f"{name!r}: {why}"))
+                    break
+        if refused:
+            stored = db.stored([recs[i] for i, _ in refused])
+            for (_i, why), known in zip(refused, stored, strict=True):
+                if not known:
+                    raise _err(403, why)
         accepted, duplicates = db.add_matches(recs, claims.agent_id)
         return {"accepted": accepted, "duplicates": duplicates}
 
-    @app.get("/matches", summary="The stored matches in replay order (read)", response_model=list[MatchIn], tags=["matches"], responses={**e401})
+    @app.get("/matches", summary="The stored matches in replay order (read)", response_model=list[MatchOut], tags=["matches"], responses={**e401})
     def get_matches(
         _c: Annotated[Claims, read],
         since: Annotated[float | None, Query(allow_inf_nan=False, description=

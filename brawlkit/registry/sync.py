@@ -7,6 +7,12 @@ and its matches, and :meth:`RegistrySync.pull` brings in every member the other
 locations registered (downloaded once, sha256-verified, cached) and their matches.
 A registry that is down costs nothing but delay: what could not be pushed stays
 queued in this process and goes out with the next successful push.
+
+Matches of a registered human (``player:NAME``) are never pushed from here: the
+registry stores one only with the player's ticket, which a league directory does
+not keep (it is not part of the match), so such a record reaches the registry from
+the process that had the ticket (``post_matches(..., tickets=...)``).  Pushing it
+without would get the whole batch refused (403).
 """
 
 from __future__ import annotations
@@ -18,11 +24,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from brawlkit.league.pool import LeagueDir
-from brawlkit.league.records import MatchRecord, Member
+from brawlkit.league.records import MatchRecord, Member, player_name
 from brawlkit.registry.client import RegistryClient, RegistryError, RegistryUnavailable
 
 #: the match log a pull writes other locations' matches to
 PULL_SOURCE = "registry"
+
+
+def _pushable(matches: list[MatchRecord]) -> list[MatchRecord]:
+    """The matches a league directory can vouch for: all but those naming a player."""
+    return [m for m in matches if player_name(m.a) is None and player_name(m.b) is None]
 
 
 @dataclass
@@ -42,7 +53,7 @@ class RegistrySync:
             if zip_path is None:
                 raise ValueError(f"member {member.id} has no checkpoint to upload")
             self.pending_members.append((member, zip_path, self.league.blob_path(member)))
-        self.pending_matches += matches or []
+        self.pending_matches += _pushable(matches or [])
         try:
             while self.pending_members:
                 m, zip_path, blob = self.pending_members[0]
@@ -73,7 +84,7 @@ class RegistrySync:
                 continue
             self.client.upload(m, zip_path, self.league.blob_path(m), location=self.location)
             sent += 1
-        matches = self.league.matches()
+        matches = _pushable(self.league.matches())
         accepted = 0
         for i in range(0, len(matches), 5000):  # batches of a bounded request size
             accepted += int(self.client.post_matches(matches[i:i + 5000]).get("accepted", 0))
