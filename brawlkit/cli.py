@@ -22,6 +22,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "cputable": ("brawlkit.tools.cputable", "built-in CPU level-vs-level win-rate table"),
     "elo": ("brawlkit.league.elo_cli", "league ratings: Elo (live, replayed from the match log) and Bradley-Terry"),
     "registry": ("brawlkit.registry.cli", "the checkpoint registry: serve, add-agent"),
+    "botpool": ("brawlkit.botpool.cli", "native bots of every checkpoint playing each other and humans; Elo keeps moving"),
+    "replay": ("brawlkit.replay.cli", "verify a .bpr match replay bit for bit and render it to GIF/MP4"),
+    "play": ("brawlkit.play.app", "play BRAWLPIT (or watch an arena) in a window: keyboard or gamepad"),
 }
 BENCHES: dict[str, str] = {
     "env": "brawlkit.bench.env",
