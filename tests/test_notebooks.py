@@ -42,9 +42,10 @@ def test_train_role_notebook(tmp_path):
 
 def test_export_weights_notebook(tmp_path):
     out = tmp_path / "policy.bpw"
-    _execute("export_weights", tmp_path / "export_weights.out.ipynb",
-             {"checkpoint": "", "out": str(out), "n_obs": 500, "learn_steps": 64}, tmp_path)
+    nb = _execute("export_weights", tmp_path / "export_weights.out.ipynb",
+                  {"checkpoint": "", "out": str(out), "n_obs": 500, "learn_steps": 64}, tmp_path)
     assert out.read_bytes()[:4] == b"BPW1"
+    assert _images(nb) >= 1  # the C-vs-torch plot is shown, not only saved
     assert out.with_suffix(".parity.png").stat().st_size > 1000
 
 
@@ -93,3 +94,23 @@ def test_jupyterlab_serves_the_notebooks():
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+
+
+def test_every_notebook_is_documented_pictured_and_run_by_a_test():
+    """The README lists each notebook with its parameters and a picture of its main plot
+    (from the notebook itself: python -m brawlkit.tools.notebook_figure), and some test
+    executes it under papermill."""
+    import re
+
+    readme = (ROOT / "README.md").read_text()
+    tests = "".join(p.read_text() for p in (ROOT / "tests").glob("test_*.py"))
+    for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        row = next((ln for ln in readme.splitlines() if ln.startswith(f"| `notebooks/{nb.name}`")),
+                   None)
+        assert row is not None, f"README's notebook table lacks {nb.name}"
+        pics = re.findall(r'<img src="([^"]+)"', row)
+        assert all((ROOT / p).is_file() for p in pics), pics
+        assert pics or "no plot" in row, f"{nb.name}: no picture of its main plot in the README"
+        assert nb.name in tests or f'"{nb.stem}"' in tests, f"no test runs {nb.name}"
+        cells = nbformat.read(str(nb), as_version=4).cells
+        assert all(c.get("id") for c in cells), f"{nb.name}: a cell without an id"
