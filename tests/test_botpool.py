@@ -47,8 +47,10 @@ def _league(tmp_path: Path, n: int = 3) -> tuple[Path, list[str]]:
     for i in range(n):
         src = tmp_path / f"b{i}.bpw"
         src.write_bytes(_blob(i))
-        mid = f"main-bp-g{i:04d}"
-        league.register(Member(id=mid, role="main", generation=i), blob=src)
+        role = ("main", "main_exploiter", "league_exploiter")[i % 3]
+        # ids as training names them: the exploiters' are longer than a wire name (31)
+        mid = f"{role}-20261201-031447-s0-g{i:04d}"
+        league.register(Member(id=mid, role=role, generation=i), blob=src)
         ids.append(mid)
     return root, ids
 
@@ -80,7 +82,7 @@ def test_pairs_play_and_every_match_reaches_the_log_and_the_ratings(tmp_path: Pa
     assert p.returncode == 0, out + err
     print(f"6 unpaced matches in {time.monotonic() - t0:.1f} s")
     assert len(re.findall(r"^match \d+: ", out, re.M)) == 6, out
-    assert "summary: 6 match(es)" in out
+    assert "summary: 6 match(es)" in out and " 0 void" in out, out
     matches = _pool_matches(root)
     assert len(matches) == 6
     assert all(m.a in ids and m.b in ids and m.a != m.b and 0 < m.ticks <= 9000 for m in matches)

@@ -71,6 +71,17 @@ def hang_bound(mode: str, speed: float) -> float:
     return 120.0
 
 
+def wire_name(member_id: str, limit: int = C.BP_NAME_LEN - 1) -> str:
+    """``member_id`` as a name the wire carries (IDENT: at most ``BP_NAME_LEN`` - 1
+    characters). Training ids are longer (``league_exploiter-<run>-g0041`` is 41), and a
+    bot refuses a longer ``--name``; the pool knows which bot it started, so the name is
+    only for people: keep the role's start and the generation's end, ``~`` between."""
+    if len(member_id) <= limit:
+        return member_id
+    tail = min(limit // 2, len(member_id))
+    return member_id[:limit - tail - 1] + "~" + member_id[-tail:]
+
+
 @dataclass
 class Options:
     league_dir: Path | None = None
@@ -311,7 +322,7 @@ class BotPool:
                label: str) -> BotProc:
         extra = list(args)
         if "--name" in self.bot_opts:
-            extra += ["--name", name]
+            extra += ["--name", wire_name(name)]
         return BotProc(self.bot_bin, server.address, bot.blob, extra, label)
 
     def _pick(self, candidates: list[str], load: Counter[str], partner: str | None) -> str:
@@ -500,9 +511,7 @@ class BotPool:
     def _seat_name(self, bot: Bot) -> str:
         """``<id> (<elo>)``, cut to BP_NAME_LEN - 1 characters (the id is shortened)."""
         suffix = f" ({self.rating(bot.id):.0f})"
-        room = C.BP_NAME_LEN - 1 - len(suffix)
-        name = bot.id if len(bot.id) <= room else bot.id[:room - 1] + "~"
-        return name + suffix
+        return wire_name(bot.id, C.BP_NAME_LEN - 1 - len(suffix)) + suffix
 
     def _fill_seats(self) -> None:
         if self._stop or self.human is None:
