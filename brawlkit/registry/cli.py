@@ -22,6 +22,7 @@ import math
 import os
 import socket
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -104,14 +105,14 @@ def _serve(args: argparse.Namespace) -> int:
         os.close(lock_fd)
 
 
-def _add_agent(args: argparse.Namespace) -> int:
+def _create_in_db(args: argparse.Namespace, add: Callable[[Any, Any], None]) -> str | int:
+    """Make a new secret, store it through ``add(db, secret_hash)`` in the database of
+    ``args``, and return the secret (shown once, never stored) — or the exit code after
+    printing why not: 2 when the database cannot be opened, 1 on a taken name. Agents and
+    players are created the same way; only what they are called differs."""
     from brawlkit.registry.auth import hash_secret, new_secret
-    from brawlkit.registry.database import Conflict, RegistryDB, display_url, plain_name_problem
+    from brawlkit.registry.database import Conflict, RegistryDB, display_url
 
-    why = plain_name_problem(args.name, "agent name")
-    if why:
-        print(f"registry: {why}", file=sys.stderr)
-        return 2
     url = _db_url(args)
     try:
         db = RegistryDB(url)
@@ -120,12 +121,25 @@ def _add_agent(args: argparse.Namespace) -> int:
         return 2
     try:
         secret = new_secret()
-        db.add_agent(args.name, args.scope, hash_secret(secret))
+        add(db, hash_secret(secret))
     except Conflict as e:
         print(f"registry: {e}", file=sys.stderr)
         return 1
     finally:
         db.close()
+    return secret
+
+
+def _add_agent(args: argparse.Namespace) -> int:
+    from brawlkit.registry.database import plain_name_problem
+
+    why = plain_name_problem(args.name, "agent name")
+    if why:
+        print(f"registry: {why}", file=sys.stderr)
+        return 2
+    secret = _create_in_db(args, lambda db, h: db.add_agent(args.name, args.scope, h))
+    if isinstance(secret, int):
+        return secret
     print(f"agent {args.name!r} created with scope {args.scope}.")
     print(f"secret (shown only now; the registry keeps only a hash): {secret}")
     if args.json:
@@ -135,27 +149,14 @@ def _add_agent(args: argparse.Namespace) -> int:
 
 def _add_player(args: argparse.Namespace) -> int:
     from brawlkit.league.records import PLAYER_NAME_RE
-    from brawlkit.registry.auth import hash_secret, new_secret
-    from brawlkit.registry.database import Conflict, RegistryDB, display_url
 
     if not PLAYER_NAME_RE.fullmatch(args.name):
         print(f"registry: player name {args.name!r} must be 1 to 24 letters, digits, '_', "
               "'.' or '-'", file=sys.stderr)
         return 2
-    url = _db_url(args)
-    try:
-        db = RegistryDB(url)
-    except Exception as e:
-        print(f"registry: cannot open the database {display_url(url)}: {e}", file=sys.stderr)
-        return 2
-    try:
-        key = new_secret()
-        db.add_player(args.name, hash_secret(key))
-    except Conflict as e:
-        print(f"registry: {e}", file=sys.stderr)
-        return 1
-    finally:
-        db.close()
+    key = _create_in_db(args, lambda db, h: db.add_player(args.name, h))
+    if isinstance(key, int):
+        return key
     print(f"player {args.name!r} created; its matches are player:{args.name}.")
     print(f"key (shown only now; the registry keeps only a hash): {key}")
     if args.json:
