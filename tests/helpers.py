@@ -243,3 +243,43 @@ def add_agent(db_url: str, name: str, scope: str) -> str:
     finally:
         db.close()
     return secret
+
+
+def c_layout(cc: list[str], structs: list[Any], tmp: Path, extra: tuple[str, ...] = ()) -> list[str]:
+    """Compile a C program against the header that prints ``NAME sizeof N`` and
+    ``NAME FIELD OFFSET SIZE`` for every struct (plus the ``extra`` printf lines), check
+    every line against the ctypes mirrors, and return the lines of ``extra``.  One
+    checker for every mirror of a header struct (wire packets, replay files)."""
+    from brawlkit.common.paths import header_path
+    from brawlkit.wire.protocol import struct_layout
+
+    lines = ["#include <stdio.h>", "#include <stddef.h>", '#include "brawlpit.h"', "int main(void) {"]
+    for cls in structs:
+        name = cls.__name__
+        lines.append(f'  printf("{name} sizeof %zu\\n", sizeof({name}));')
+        for field, _, _ in struct_layout(cls):
+            lines.append(f'  printf("{name} {field} %zu %zu\\n", offsetof({name}, {field}), '
+                         f"sizeof((({name} *)0)->{field}));")
+    lines += [*extra, "  return 0;", "}"]
+    src = tmp / "layout.c"
+    src.write_text("\n".join(lines))
+    exe = tmp / "layout"
+    subprocess.run([*cc, "-I", str(header_path().parent), str(src), "-o", str(exe)], check=True)
+    out = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.splitlines()
+    by_name = {cls.__name__: cls for cls in structs}
+    seen, rest = 0, []
+    for line in out:
+        parts = line.split()
+        cls = by_name.get(parts[0])
+        if cls is None:
+            rest.append(line)
+        elif parts[1] == "sizeof":
+            assert int(parts[2]) == ctypes.sizeof(cls), line
+            seen += 1
+        else:
+            layout = {f: (o, s) for f, o, s in struct_layout(cls)}
+            assert layout[parts[1]] == (int(parts[2]), int(parts[3])), line
+            seen += 1
+    assert seen == sum(len(c._fields_) + 1 for c in structs)
+    return rest
+

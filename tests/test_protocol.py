@@ -5,10 +5,10 @@ from __future__ import annotations
 import ctypes
 import random
 import struct
-import subprocess
 from pathlib import Path
 
 import pytest
+from helpers import c_layout
 
 from brawlkit.common.paths import header_path
 from brawlkit.wire import protocol as P
@@ -18,37 +18,8 @@ STRUCTS = [P.NetHeader, P.UserCmd, P.NetPlayer, P.MatchState, P.SnapshotPacket, 
            P.NetWelcome, P.NetBye, P.NetReset, P.NetError, P.NetIdent, P.NetPeer]
 
 
-def _c_layout_program() -> str:
-    lines = ['#include <stdio.h>', '#include <stddef.h>', '#include "brawlpit.h"', "int main(void) {"]
-    for cls in STRUCTS:
-        name = cls.__name__
-        lines.append(f'  printf("{name} sizeof %zu\\n", sizeof({name}));')
-        for field, _, _ in P.struct_layout(cls):
-            lines.append(
-                f'  printf("{name} {field} %zu %zu\\n", offsetof({name}, {field}), '
-                f"sizeof((({name} *)0)->{field}));"
-            )
-    lines += ["  return 0;", "}"]
-    return "\n".join(lines)
-
-
 def test_c_sizes_and_offsets_match_ctypes(cc, tmp_path: Path) -> None:
-    src = tmp_path / "layout.c"
-    src.write_text(_c_layout_program())
-    exe = tmp_path / "layout"
-    subprocess.run([*cc, "-I", str(header_path().parent), str(src), "-o", str(exe)], check=True)
-    out = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout
-    seen = 0
-    for line in out.splitlines():
-        parts = line.split()
-        cls = getattr(P, parts[0])
-        if parts[1] == "sizeof":
-            assert int(parts[2]) == ctypes.sizeof(cls), line
-        else:
-            layout = {f: (o, s) for f, o, s in P.struct_layout(cls)}
-            assert layout[parts[1]] == (int(parts[2]), int(parts[3])), line
-        seen += 1
-    assert seen == sum(len(c._fields_) + 1 for c in STRUCTS)
+    assert c_layout(cc, STRUCTS, tmp_path) == []
 
 
 def test_normative_sizes() -> None:

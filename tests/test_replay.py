@@ -4,16 +4,14 @@ server's recording (``brawlpit_server --record DIR``) verifies bit for bit."""
 
 from __future__ import annotations
 
-import ctypes
 import random
 import struct
-import subprocess
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import RawClient, last_json, run_cli
+from helpers import RawClient, c_layout, last_json, run_cli
 
 from brawlkit.common.paths import header_path
 from brawlkit.replay import format as F
@@ -53,34 +51,10 @@ def test_c_sizes_and_offsets_match_the_mirrors(cc, tmp_path: Path) -> None:
     text = header_path().read_text(encoding="utf-8")
     missing = [c.__name__ for c in MIRRORS if c.__name__ not in text]
     assert not missing, f"{header_path()} does not declare {missing} yet (native side of the format)"
-    lines = ["#include <stdio.h>", "#include <stddef.h>", '#include "brawlpit.h"', "int main(void) {"]
-    for cls in MIRRORS:
-        name = cls.__name__
-        lines.append(f'  printf("{name} sizeof %zu\\n", sizeof({name}));')
-        for field, _, _ in P.struct_layout(cls):
-            lines.append(f'  printf("{name} {field} %zu %zu\\n", offsetof({name}, {field}), '
-                         f"sizeof((({name} *)0)->{field}));")
-    lines.append('  printf("magic %u\\n", (unsigned)BP_REPLAY_MAGIC);')
-    lines += ["  return 0;", "}"]
-    src = tmp_path / "layout.c"
-    src.write_text("\n".join(lines))
-    exe = tmp_path / "layout"
-    subprocess.run([*cc, "-I", str(header_path().parent), str(src), "-o", str(exe)], check=True)
-    out = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout
-    seen = 0
-    for line in out.splitlines():
-        parts = line.split()
-        if parts[0] == "magic":
-            assert int(parts[1]).to_bytes(4, "little") == F.REPLAY_MAGIC == b"BPRP"
-            continue
-        cls = getattr(F, parts[0])
-        if parts[1] == "sizeof":
-            assert int(parts[2]) == ctypes.sizeof(cls), line
-        else:
-            layout = {f: (o, s) for f, o, s in P.struct_layout(cls)}
-            assert layout[parts[1]] == (int(parts[2]), int(parts[3])), line
-        seen += 1
-    assert seen == sum(len(c._fields_) + 1 for c in MIRRORS)
+    rest = c_layout(cc, MIRRORS, tmp_path,
+                    extra=('  printf("magic %u\\n", (unsigned)BP_REPLAY_MAGIC);',))
+    assert [ln.split()[0] for ln in rest] == ["magic"]
+    assert int(rest[0].split()[1]).to_bytes(4, "little") == F.REPLAY_MAGIC == b"BPRP"
     assert (F.HEADER_SIZE, F.RUN_SIZE, F.PLAYERS_SIZE) == (128, 28, 64)
     assert F.RUN_DTYPE.names == tuple(f for f, *_ in F.BpReplayRun._fields_)
 
