@@ -25,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "botpool": ("brawlkit.botpool.cli", "native bots of every checkpoint playing each other and humans; Elo keeps moving"),
     "replay": ("brawlkit.replay.cli", "verify a .bpr match replay bit for bit and render it to GIF/MP4"),
     "play": ("brawlkit.play.app", "play BRAWLPIT (or watch an arena) in a window: keyboard or gamepad"),
+    "policy": ("brawlkit.policy_server.cli", "the /move endpoint: serve a checkpoint as named moves; play any endpoint vs the CPU"),
 }
 BENCHES: dict[str, str] = {
     "env": "brawlkit.bench.env",
