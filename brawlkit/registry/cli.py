@@ -26,6 +26,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from brawlkit.common.net import listen_tcp
+
 LOCK_FILE = "registry.lock"
 
 
@@ -81,12 +83,7 @@ def _serve(args: argparse.Namespace) -> int:
                        token_ttl=int(args.token_ttl), ticket_ttl=int(args.ticket_ttl))
         app = create_app(reg)
         try:
-            info = socket.getaddrinfo(args.host, args.port, type=socket.SOCK_STREAM,
-                                      flags=socket.AI_PASSIVE)[0]
-            sock = socket.socket(info[0], socket.SOCK_STREAM)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind(info[4])
-            sock.listen(128)
+            sock = listen_tcp(args.host, args.port)
         except OSError as e:
             print(f"registry: cannot listen on {args.host}:{args.port}: {e}", file=sys.stderr)
             return 2
