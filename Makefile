@@ -10,7 +10,7 @@ WHEELS := $(wildcard /opt/wheels)
 PIP_FLAGS := $(if $(WHEELS),--find-links $(WHEELS),)
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: all setup sysdeps build wheelhouse lint test test-fast pytest check train lab clean
+.PHONY: all setup sysdeps build wheelhouse lint test test-fast pytest check train lab clean ray
 
 all: build
 
@@ -47,6 +47,11 @@ $(WHEELHOUSE)/.complete: requirements.txt $(STAMP)
 	touch $@
 
 wheelhouse: $(WHEELHOUSE)/.complete
+
+# Ray, the optional extra of `train --ray` (docs/distributed.md); `make test` gets it from
+# requirements.txt already (tests/test_ray.py)
+ray: setup
+	$(VPY) -m pip install -q $(PIP_FLAGS) "ray==$$(sed -n 's/^ray==//p' requirements.txt)"
 
 build: setup
 	$(MAKE) -C native PYTHON=$(VPY)

@@ -10,6 +10,12 @@ n_envs 2 it also measures SB3's ``SubprocVecEnv`` (one server per worker).  Then
 cProfile'd BRAWLPIT run says where the time goes: env step (UDP wait,
 observation, reward), policy forward during rollouts, the PPO update, and the
 rest of SB3's rollout loop.
+
+``--ray [ADDRESS]`` instead compares the local vec env with Ray env workers
+(brawlkit/distributed, docs/distributed.md): the same PPO run on ``--ray-n-envs``
+BRAWLPIT envs, once in-process and once split over ``--ray-workers`` Ray actors,
+side by side; ``ray_ratio`` = Ray / local env-steps/s (reported, not asserted;
+issue target >= 0.8).
 """
 
 from __future__ import annotations
@@ -29,7 +35,8 @@ from brawlkit.common.threads import limit_threads
 from brawlkit.env.dummy import ZeroCostEnv
 
 
-def _make_venv(kind: str, n_envs: int, vec: str) -> tuple[Any, Any]:
+def _make_venv(kind: str, n_envs: int, vec: str, ray: str | None = None,
+               ray_workers: int = 2) -> tuple[Any, Any]:
     """(vec env, the server group its envs share or None)."""
     from stable_baselines3.common.vec_env import VecMonitor
 
@@ -40,6 +47,11 @@ def _make_venv(kind: str, n_envs: int, vec: str) -> tuple[Any, Any]:
 
     fns: list[Callable[[], gym.Env]]
     group = None
+    if ray is not None:  # Ray env workers, each a server with its share of the arenas
+        from brawlkit.distributed.vecenv import RayVecEnv
+
+        return VecMonitor(RayVecEnv(n_envs, ray_workers, env_kwargs={"opponent": "cpu:3"},
+                                    reward="tiered", address=ray)), None
     if kind == "dummy":
         fns = [ZeroCostEnv for _ in range(n_envs)]
     elif vec == "inproc":
@@ -68,9 +80,10 @@ def _model(venv: Any, n_steps: int) -> Any:
 
 
 def measure(kind: str, n_envs: int, steps: int, vec: str = "inproc", n_steps: int = 512,
-            profile: bool = False) -> dict[str, Any]:
-    """PPO env-steps/s (rollouts + updates) on ``kind`` = brawlpit | dummy."""
-    venv, group = _make_venv(kind, n_envs, vec)
+            profile: bool = False, ray: str | None = None, ray_workers: int = 2) -> dict[str, Any]:
+    """PPO env-steps/s (rollouts + updates) on ``kind`` = brawlpit | dummy (``ray``: the
+    BRAWLPIT envs in Ray env workers)."""
+    venv, group = _make_venv(kind, n_envs, vec, ray, ray_workers)
     try:
         model = _model(venv, n_steps)
         model.learn(n_steps * n_envs)  # warm-up: servers, torch, first reset
@@ -156,6 +169,32 @@ def run(steps: int = 4096, n_envs_list: tuple[int, ...] = (1, 2, 4, 8), subproc:
     return res
 
 
+def run_ray(steps: int = 4096, n_envs: int = 16, address: str = "local", workers: int = 2,
+            repeats: int = 2, n_steps: int = 512) -> dict[str, Any]:
+    """The same PPO run with the local vec env and with ``workers`` Ray env workers,
+    alternated ``repeats`` times (the best of each: a contended machine only ever
+    slows a run down); ``ray_ratio`` = Ray / local env-steps/s."""
+    limit_threads()
+    from brawlkit.distributed.cluster import RayConnection
+
+    conn = RayConnection(address)  # once, outside the timings (starting Ray takes seconds)
+    try:
+        local, ray = [], []
+        for _ in range(repeats):
+            local.append(measure("brawlpit", n_envs, steps, n_steps=n_steps)["steps_per_s"])
+            ray.append(measure("brawlpit", n_envs, steps, n_steps=n_steps, ray=address,
+                               ray_workers=workers)["steps_per_s"])
+        cpus = conn.cluster_cpus()
+    finally:
+        conn.close()
+    best_local, best_ray = max(local), max(ray)
+    return {"steps": steps, "ray_n_envs": n_envs, "ray_workers": workers,
+            "ray_address": address, "ray_cluster_cpus": cpus,
+            "local_steps_per_s": round(best_local, 1), "ray_steps_per_s": round(best_ray, 1),
+            "local_runs": [round(x, 1) for x in local], "ray_runs": [round(x, 1) for x in ray],
+            "ray_ratio": round(best_ray / best_local, 3)}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m brawlkit bench train", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -164,8 +203,25 @@ def main(argv: list[str] | None = None) -> int:
                     help="comma list of widths (default 1,2,4,8; keys n<N>_ratio)")
     ap.add_argument("--no-subproc", action="store_true", help="skip the SubprocVecEnv comparison")
     ap.add_argument("--no-profile", action="store_true", help="skip the cProfile breakdown")
+    ap.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
+                    help="instead: local vec env vs Ray env workers, side by side (ADDRESS: a "
+                    "running cluster; omitted or 'local': a local Ray instance)")
+    ap.add_argument("--ray-workers", type=int, default=2, help="with --ray: env workers (default 2)")
+    ap.add_argument("--ray-n-envs", type=int, default=16,
+                    help="with --ray: envs (default 16: 8 per worker share each remote call)")
+    ap.add_argument("--repeats", type=int, default=2,
+                    help="with --ray: alternate the two runs this many times, keep the best")
     ap.add_argument("--json", action="store_true", help="one JSON object on the last stdout line")
     args = ap.parse_args(argv)
+    if args.ray is not None:
+        r = run_ray(args.steps, args.ray_n_envs, args.ray, args.ray_workers, args.repeats)
+        if args.json:
+            print(json.dumps(r))
+        else:
+            print(f"PPO env-steps/s over {args.steps} steps, {r['ray_n_envs']} envs: local "
+                  f"{r['local_steps_per_s']:.1f}, {r['ray_workers']} Ray env workers "
+                  f"{r['ray_steps_per_s']:.1f}, ray_ratio {r['ray_ratio']:.3f} (target >= 0.8)")
+        return 0
     res = run(args.steps, tuple(int(x) for x in args.n_envs.split(",")), not args.no_subproc,
               not args.no_profile)
     if args.json:

@@ -7,7 +7,9 @@ directory (the pool needs no locks: docs/league.md), shows one progress display
 Ctrl-C stops them cleanly: SIGINT to each child, which closes its envs and game
 servers and never leaves half a record (registrations are write-once renames).
 Every other argument after ``--`` goes to each ``train`` (e.g. ``-- --generations 10
---steps-per-generation 100000``).
+--steps-per-generation 100000``), ``--ray`` too (docs/distributed.md): each role's envs
+then run as Ray env workers — on the cluster at ``--ray ADDRESS``, which the roles share,
+or, with ``--ray`` alone, on a local Ray instance of each role's own.
 """
 
 from __future__ import annotations
@@ -56,6 +58,9 @@ def run(league_dir: str, roles: list[str], train_args: list[str], runs_root: str
     if len(roles) >= usable_cores():
         # several trainers share the cores: no game server may busy-poll one
         env.setdefault("BRAWLKIT_SERVER_SPIN_US", "0")
+    note = _ray_note(train_args, roles)
+    if note:
+        print(note, file=sys.stderr)
     # a time budget ends the roles first: count generations without a total then
     budget = any(a == "--time-budget" or a.startswith("--time-budget=") for a in train_args)
     gens = None if budget else _generations(train_args)
@@ -111,6 +116,21 @@ def _stop(procs: dict[str, subprocess.Popen[str]]) -> None:
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
+
+
+def _ray_note(train_args: list[str], roles: list[str]) -> str | None:
+    """With ``--ray`` and no cluster address every role starts a Ray instance of its own:
+    say how to share one instead (the run still works as asked)."""
+    for i, a in enumerate(train_args):
+        if a == "--ray" or a.startswith("--ray="):
+            value = a.split("=", 1)[1] if "=" in a else (
+                train_args[i + 1] if i + 1 < len(train_args)
+                and not train_args[i + 1].startswith("-") else "local")
+            if value.strip().lower() in ("", "local") and len(roles) > 1:
+                return (f"league: --ray without an address: each of the {len(roles)} roles starts "
+                        "a local Ray instance of its own; to share one, run `ray start --head "
+                        "--num-cpus N` first and pass `-- --ray auto` (docs/distributed.md)")
+    return None
 
 
 def _generations(train_args: list[str]) -> int | None:

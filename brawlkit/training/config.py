@@ -47,6 +47,12 @@ class TrainConfig:
     vec: str = _opt("inproc", "inproc: all envs in this process, all commands sent before any "
                     "snapshot is read (measured faster on 2 cores); subproc: SB3 SubprocVecEnv",
                     choices=VEC_KINDS)
+    ray: str | None = _opt(None, "run the envs in Ray actors (docs/distributed.md): --ray alone or "
+                           "'local' = a local Ray instance sized to this machine; HOST:PORT or "
+                           "'auto' = a running cluster (pip install -e .[ray])",
+                           nargs="?", const="local", metavar="ADDRESS")
+    ray_workers: int = _opt(2, "with --ray: env workers (Ray actors, each a game server with its "
+                            "share of the n_envs arenas)")
     # --- env
     action_repeat: int = _opt(4, "ticks each action covers; recorded in the checkpoint and its "
                               ".bpw, so eval and brawlpit_bot play at the same cadence")
@@ -118,6 +124,9 @@ class TrainConfig:
                              "self-play)")
         if self.exploiter_reset_every < 1:
             raise ValueError(f"exploiter_reset_every must be >= 1, got {self.exploiter_reset_every}")
+        if self.ray_workers < 1 or (self.ray is not None and self.ray_workers > self.n_envs):
+            raise ValueError(f"ray_workers must be in 1..n_envs ({self.n_envs}), got "
+                             f"{self.ray_workers}: every Ray env worker plays at least one env")
         if self.servers < 0:
             raise ValueError(f"servers must be >= 0 (0 = automatic), got {self.servers}")
         if self.ent_coef < 0:

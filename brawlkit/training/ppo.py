@@ -137,7 +137,9 @@ def _make_envs(cfg: TrainConfig, sampler: CpuCurriculum) -> tuple[Any, list[Any]
     """(training vec env, evaluation envs, the server group they play on or None).
 
     In-process envs are arenas of one shared server group (a server process per
-    core the trainer leaves free); the evaluation envs are arenas there too."""
+    core the trainer leaves free); the evaluation envs are arenas there too.  With
+    ``cfg.ray`` the training envs are Ray actors (brawlkit/distributed) and the
+    evaluation envs arenas of a local server."""
     from stable_baselines3.common.vec_env import VecMonitor
 
     from brawlkit.env import BrawlpitEnv
@@ -148,6 +150,21 @@ def _make_envs(cfg: TrainConfig, sampler: CpuCurriculum) -> tuple[Any, list[Any]
     env_kw: dict[str, Any] = dict(mode="lockstep", action_repeat=cfg.action_repeat,
                                   input_layout=cfg.input_layout)
     group = None
+    if cfg.ray is not None:
+        from brawlkit.distributed.training import make_ray_envs
+
+        venv = make_ray_envs(cfg, sampler)[0]
+        try:
+            n_eval = min(N_EVAL_ENVS, cfg.n_envs)
+            group = ServerGroup(n_eval, servers=1)
+            evals = [BrawlpitEnv(opponent="cpu:1", server=group.server_for(i), **env_kw)
+                     for i in range(n_eval)]
+        except BaseException:
+            venv.close()
+            if group is not None:
+                group.close()
+            raise
+        return venv, evals, group
     if cfg.vec == "subproc":
         # the sampler lives in this process; each worker gets its picks pushed (one
         # episode late) and, being a process of its own, a server that never spins
@@ -303,9 +320,9 @@ def train(cfg: TrainConfig | None = None, *, run_dir: str | Path | None = None,
 
     league = None
     if league_dir is not None:
-        if cfg.vec != "inproc":
-            raise ValueError("a league run needs --vec inproc: frozen opponents play in the "
-                             "trainer's process")
+        if cfg.vec != "inproc" and cfg.ray is None:
+            raise ValueError("a league run needs --vec inproc (or --ray): frozen opponents play "
+                             "in the trainer's process (or in the Ray workers)")
         from brawlkit.league.trainee import LeagueTrainee
 
         league = LeagueTrainee(league_dir, cfg, rdir.name, seed=cfg.seed + start_gen, sync=sync)
@@ -325,8 +342,15 @@ def train(cfg: TrainConfig | None = None, *, run_dir: str | Path | None = None,
         model, parent = _load_or_build(cfg, venv, rdir, resume_from)
         model.set_logger(configure(str(rdir), ["csv", "tensorboard"]))
         pbar = _progress_bar(cfg, progress)
-        callback = TrainCallback(sampler, cfg.n_envs, push_opponents=cfg.vec == "subproc", pbar=pbar,
-                                 on_episode=league.on_episode if league else None)
+        callback: Any = TrainCallback(sampler, cfg.n_envs,
+                                      push_opponents=cfg.vec == "subproc" and cfg.ray is None,
+                                      pbar=pbar, on_episode=league.on_episode if league else None)
+        if cfg.ray is not None:  # pool changes to the Ray workers between rollouts; losses logged
+            from stable_baselines3.common.callbacks import CallbackList
+
+            from brawlkit.distributed.training import RayCallback
+
+            callback = CallbackList([callback, RayCallback(venv.venv)])
         member_parent = resume_from.get("member") if resume_from else None
 
         for gen in range(start_gen, start_gen + cfg.generations):

@@ -1,0 +1,35 @@
+"""Env workers on a Ray cluster (``train --ray``; docs/distributed.md).
+
+* :mod:`~brawlkit.distributed.worker` — :class:`EnvWorker`: a game server with several
+  arenas and their envs, run as a Ray actor (plain Python: no Ray import);
+* :mod:`~brawlkit.distributed.vecenv` — :class:`RayVecEnv`, the SB3 ``VecEnv`` over the
+  workers (one remote call per worker per step), with lost-worker replacement;
+* :mod:`~brawlkit.distributed.cluster` — connecting: a local instance sized to this
+  machine, or a running cluster;
+* :mod:`~brawlkit.distributed.training` — what ``train --ray`` plugs into the PPO loop.
+
+Ray is an optional extra (``make ray`` / ``pip install -e .[ray]``) and only this
+package imports it, on demand: importing ``brawlkit.distributed`` itself does not.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["EnvWorker", "RayVecEnv", "make_ray_envs"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "EnvWorker":
+        from brawlkit.distributed.worker import EnvWorker
+
+        return EnvWorker
+    if name == "RayVecEnv":
+        from brawlkit.distributed.vecenv import RayVecEnv
+
+        return RayVecEnv
+    if name == "make_ray_envs":
+        from brawlkit.distributed.training import make_ray_envs
+
+        return make_ray_envs
+    raise AttributeError(name)
