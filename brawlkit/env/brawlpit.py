@@ -38,7 +38,7 @@ import gymnasium as gym
 import numpy as np
 
 from brawlkit.env.actions import ACT_DIM, NEUTRAL, Decoded, decode_action
-from brawlkit.env.client import UdpClient
+from brawlkit.env.client import UdpClient, send_step_commands
 from brawlkit.env.observation import INPUT_LAYOUT, OBS_BOUND, build_input, check_input_layout
 from brawlkit.env.rewards import OutcomeReward, RewardFn, match_outcome
 from brawlkit.wire import protocol as P
@@ -386,39 +386,10 @@ class BrawlpitEnv(gym.Env[np.ndarray, np.ndarray]):
             self._send_cmds(self._op, self._sched_op, self._prev[1])
 
     def _send_cmds(self, client: UdpClient, sched: list[tuple[int, Decoded]], cmd: Decoded) -> None:
-        """Send the commands covering this step's ticks.
-
-        The action chosen at observation tick T takes effect at T + input_delay;
-        ``sched`` holds (effective tick, command) so the ticks [T, T + repeat)
-        the server needs now are covered by the commands chosen ``input_delay``
-        ticks earlier — one CMD per stretch of equal input.  With no delay this
-        is exactly one CMD, applied at once.
-        """
+        """Send the commands covering this step's ticks (:func:`send_step_commands`)."""
         assert self._snap is not None
-        t0 = self._snap.tick
-        r = self.action_repeat
-        if self.input_delay == 0:  # the common case: one CMD, applied at once
-            client.cmd_seq += 1
-            pkt = P.pack_cmd(client.next_seq(), client.session, t0, client.cmd_seq,
-                             cmd[0], cmd[1], cmd[2], client.slot, r)
-            client.last_cmds = [pkt]
-            client.send(pkt)
-            return
-        sched.append((t0 + self.input_delay, cmd))
-        while len(sched) > 1 and sched[1][0] <= t0:
-            sched.pop(0)
-        client.last_cmds = []
-        end = t0 + r
-        for i, (eff, c) in enumerate(sched):
-            start = max(eff, t0)
-            stop = min(sched[i + 1][0], end) if i + 1 < len(sched) else end
-            if stop <= start:
-                continue
-            client.cmd_seq += 1
-            pkt = P.pack_cmd(client.next_seq(), client.session, start, client.cmd_seq,
-                             c[0], c[1], c[2], client.slot, stop - start)
-            client.last_cmds.append(pkt)
-            client.send(pkt)
+        send_step_commands(client, sched, cmd, self._snap.tick, self.action_repeat,
+                           self.input_delay)
 
     def step_recv(self) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         """Wait for the step's snapshot and turn it into the gym 5-tuple."""

@@ -7,6 +7,9 @@ tests) can drive the raw exchange with the same socket settings.
 from __future__ import annotations
 
 import socket
+from typing import Any
+
+from brawlkit.wire import protocol as P
 
 
 class UdpClient:
@@ -48,3 +51,38 @@ class UdpClient:
 
     def close(self) -> None:
         self.sock.close()
+
+
+def send_step_commands(client: UdpClient, sched: list[tuple[int, Any]], cmd: Any, t0: int,
+                       repeat: int, input_delay: int) -> None:
+    """Send ``client``'s commands covering ticks ``[t0, t0 + repeat)`` (lockstep).
+
+    The action ``cmd`` (stick_x, stick_y, buttons) chosen at observation tick ``t0``
+    takes effect at ``t0 + input_delay``; ``sched`` (the client's own list, kept between
+    steps) holds (effective tick, command), so the ticks the server needs now are covered
+    by the commands chosen ``input_delay`` ticks earlier — one CMD per stretch of equal
+    input (docs/protocol.md, input delay). With no delay this is exactly one CMD, applied
+    at once. The packets sent are kept in ``client.last_cmds`` for re-sending.
+    """
+    if input_delay == 0:  # the common case
+        client.cmd_seq += 1
+        pkt = P.pack_cmd(client.next_seq(), client.session, t0, client.cmd_seq,
+                         cmd[0], cmd[1], cmd[2], client.slot, repeat)
+        client.last_cmds = [pkt]
+        client.send(pkt)
+        return
+    sched.append((t0 + input_delay, cmd))
+    while len(sched) > 1 and sched[1][0] <= t0:
+        sched.pop(0)
+    client.last_cmds = []
+    end = t0 + repeat
+    for i, (eff, c) in enumerate(sched):
+        start = max(eff, t0)
+        stop = min(sched[i + 1][0], end) if i + 1 < len(sched) else end
+        if stop <= start:
+            continue
+        client.cmd_seq += 1
+        pkt = P.pack_cmd(client.next_seq(), client.session, start, client.cmd_seq,
+                         c[0], c[1], c[2], client.slot, stop - start)
+        client.last_cmds.append(pkt)
+        client.send(pkt)

@@ -50,7 +50,7 @@ except ImportError as e:  # a pinned requirement, but only this module needs it
 
 from brawlkit.env.actions import ACT_DIM, NEUTRAL, Decoded, decode_action
 from brawlkit.env.brawlpit import EnvError, _nonce
-from brawlkit.env.client import UdpClient
+from brawlkit.env.client import UdpClient, send_step_commands
 from brawlkit.env.observation import (
     INPUT_LAYOUT,
     OBS_BOUND,
@@ -401,35 +401,8 @@ class BrawlpitParallelEnv(ParallelEnv[str, np.ndarray, np.ndarray]):
 
     def _send_cmds(self, client: UdpClient, sched: list[tuple[int, Decoded]], cmd: Decoded,
                    t0: int) -> None:
-        """Send the commands covering ticks ``[t0, t0 + repeat)`` (as ``BrawlpitEnv``).
-
-        The action chosen at observation tick ``t0`` takes effect at ``t0 + input_delay``;
-        ``sched`` holds (effective tick, command) so this step's ticks are covered by the
-        commands chosen ``input_delay`` ticks earlier, one CMD per stretch of equal input.
-        """
-        r = self.action_repeat
-        if self.input_delay == 0:
-            client.cmd_seq += 1
-            pkt = P.pack_cmd(client.next_seq(), client.session, t0, client.cmd_seq,
-                             cmd[0], cmd[1], cmd[2], client.slot, r)
-            client.last_cmds = [pkt]
-            client.send(pkt)
-            return
-        sched.append((t0 + self.input_delay, cmd))
-        while len(sched) > 1 and sched[1][0] <= t0:
-            sched.pop(0)
-        client.last_cmds = []
-        end = t0 + r
-        for i, (eff, c) in enumerate(sched):
-            start = max(eff, t0)
-            stop = min(sched[i + 1][0], end) if i + 1 < len(sched) else end
-            if stop <= start:
-                continue
-            client.cmd_seq += 1
-            pkt = P.pack_cmd(client.next_seq(), client.session, start, client.cmd_seq,
-                             c[0], c[1], c[2], client.slot, stop - start)
-            client.last_cmds.append(pkt)
-            client.send(pkt)
+        """Send the commands covering ticks ``[t0, t0 + repeat)`` (as ``BrawlpitEnv``)."""
+        send_step_commands(client, sched, cmd, t0, self.action_repeat, self.input_delay)
 
     def _recv_step(self, client: UdpClient, prev: Snapshot) -> Snapshot:
         """The snapshot at ``prev.tick + repeat`` (or the final one), re-sending this
