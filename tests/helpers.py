@@ -187,21 +187,20 @@ def _die_with_parent() -> None:
         pass
 
 
-class RegistryServer:
-    """A ``registry serve`` subprocess on a kernel-chosen port of 127.0.0.1."""
+class Listening:
+    """A subprocess that prints ``listening <port>`` on stdout once bound (the registry,
+    ``policy serve``, the example endpoints), on 127.0.0.1; ``stop`` ends it. It dies
+    with the test process, even when pytest is killed."""
 
-    def __init__(self, db_url: str, data: Path, *extra: str) -> None:
-        self.db_url, self.data = db_url, data
-        data.mkdir(parents=True, exist_ok=True)
-        self.log = data.parent / f"{data.name}-serve.log"
-        self._log = open(self.log, "ab")  # noqa: SIM115 — closed in stop()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "brawlkit", "registry", "serve", "--db", db_url,
-             "--data", str(data), "--port", "0", "--log-level", "warning", *extra],
-            stdout=subprocess.PIPE, stderr=self._log, cwd=ROOT, preexec_fn=_die_with_parent)
+    def __init__(self, cmd: list[str], log: Path, startup_s: float = STARTUP_S) -> None:
+        self.log = self.log_path = log
+        self._log = open(log, "ab")  # noqa: SIM115 — closed in stop()
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._log, cwd=ROOT,
+                                     env={**os.environ, "OMP_NUM_THREADS": "1"},
+                                     preexec_fn=_die_with_parent)
         assert self.proc.stdout is not None
         line = b""
-        deadline = time.monotonic() + STARTUP_S
+        deadline = time.monotonic() + startup_s
         while not line.endswith(b"\n") and time.monotonic() < deadline:
             ready, _, _ = select.select([self.proc.stdout], [], [], 0.2)
             if ready:
@@ -211,7 +210,7 @@ class RegistryServer:
                 line += ch
         if not line.startswith(b"listening "):
             self.stop()
-            raise RuntimeError(f"registry serve did not start: {line!r}\n{self.log_text()}")
+            raise RuntimeError(f"{cmd} did not start: {line!r}\n{self.log_text()}")
         self.port = int(line.split()[1])
         self.url = f"http://127.0.0.1:{self.port}"
 
@@ -229,6 +228,17 @@ class RegistryServer:
         if self.proc.stdout is not None:
             self.proc.stdout.close()
         self._log.close()
+
+
+class RegistryServer(Listening):
+    """A ``registry serve`` subprocess on a kernel-chosen port of 127.0.0.1."""
+
+    def __init__(self, db_url: str, data: Path, *extra: str) -> None:
+        self.db_url, self.data = db_url, data
+        data.mkdir(parents=True, exist_ok=True)
+        super().__init__([sys.executable, "-m", "brawlkit", "registry", "serve", "--db", db_url,
+                          "--data", str(data), "--port", "0", "--log-level", "warning", *extra],
+                         data.parent / f"{data.name}-serve.log")
 
 
 def add_agent(db_url: str, name: str, scope: str) -> str:

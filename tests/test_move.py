@@ -10,11 +10,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import select
-import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -23,7 +19,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from helpers import ROOT, last_json, run_cli
+from helpers import ROOT, Listening, last_json, run_cli
 
 from brawlkit.policy_server.moves import (
     BY_NAME,
@@ -38,43 +34,6 @@ from brawlkit.policy_server.player import latency_ticks, stretches
 
 EXAMPLE = ROOT / "examples" / "move_clients" / "random_server.py"
 MEMBER = "move-ckpt-1"
-
-
-class Listening:
-    """A subprocess that prints ``listening <port>`` once bound (killed on ``stop``)."""
-
-    def __init__(self, cmd: list[str], log: Path, startup_s: float = 90.0) -> None:
-        self.log_path = log
-        self._log = open(log, "ab")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._log, cwd=ROOT,
-                                     env={**os.environ, "OMP_NUM_THREADS": "1"})
-        assert self.proc.stdout is not None
-        line = b""
-        deadline = time.monotonic() + startup_s
-        while not line.endswith(b"\n") and time.monotonic() < deadline:
-            ready, _, _ = select.select([self.proc.stdout], [], [], 0.2)
-            if ready:
-                ch = os.read(self.proc.stdout.fileno(), 1)
-                if not ch:
-                    break
-                line += ch
-        if not line.startswith(b"listening "):
-            self.stop()
-            raise RuntimeError(f"{cmd} did not start: {line!r}\n{log.read_text(errors='replace')[-2000:]}")
-        self.port = int(line.split()[1])
-        self.url = f"http://127.0.0.1:{self.port}"
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
-        self._log.close()
 
 
 def example(tmp: Path, *args: str) -> Listening:
