@@ -193,7 +193,7 @@ class Listening:
     with the test process, even when pytest is killed."""
 
     def __init__(self, cmd: list[str], log: Path, startup_s: float = STARTUP_S) -> None:
-        self.log = self.log_path = log
+        self.log = log
         self._log = open(log, "ab")  # noqa: SIM115 — closed in stop()
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._log, cwd=ROOT,
                                      env={**os.environ, "OMP_NUM_THREADS": "1"},
