@@ -71,6 +71,7 @@ def _pool_matches(root: Path) -> list[Any]:
     return [m for m in LeagueDir(root, create=False).matches() if m.source == "botpool"]
 
 
+@pytest.mark.servers  # runs the pool: game servers and bot processes
 def test_pairs_play_and_every_match_reaches_the_log_and_the_ratings(tmp_path: Path) -> None:
     root, ids = _league(tmp_path)
     replays = tmp_path / "replays"
@@ -100,6 +101,7 @@ def test_pairs_play_and_every_match_reaches_the_log_and_the_ratings(tmp_path: Pa
     assert not (replays / ".incoming").exists()
 
 
+@pytest.mark.servers  # runs the pool: game servers and bot processes
 def test_a_killed_bot_voids_its_match_and_the_pool_finishes(tmp_path: Path) -> None:
     root, ids = _league(tmp_path)
     # paced so a match lasts seconds: the kill lands mid-match
@@ -213,6 +215,7 @@ def _human_pool(args: list[str], name: str, ticket: str = "",
     return out
 
 
+@pytest.mark.servers  # runs the pool: game servers and bot processes
 def test_a_human_without_ticket_is_recorded_as_anonymous(tmp_path: Path) -> None:
     root, ids = _league(tmp_path, n=2)
     out = _human_pool(["--league-dir", str(root)], "tester")
@@ -224,6 +227,7 @@ def test_a_human_without_ticket_is_recorded_as_anonymous(tmp_path: Path) -> None
     assert "anonymous" not in rows and rows[rec.a]["games"] == 1
 
 
+@pytest.mark.servers  # runs the pool: game servers and bot processes
 def test_registry_mode_posts_results_and_a_ticketed_human_is_rated(registry, tmp_path: Path
                                                                     ) -> None:
     from brawlkit.registry.client import RegistryClient
@@ -276,6 +280,7 @@ def _children(pid: int, comm: str) -> list[int]:
     return out
 
 
+@pytest.mark.servers  # runs the pool: game servers and bot processes
 def test_a_dead_server_is_restarted_and_its_matches_are_void(tmp_path: Path) -> None:
     root, ids = _league(tmp_path)
     p = _botpool("--league-dir", str(root), "--pairs", "2", "--matches", "3", "--speed", "6",
@@ -304,6 +309,7 @@ def test_a_dead_server_is_restarted_and_its_matches_are_void(tmp_path: Path) -> 
     assert len(_pool_matches(root)) == 3
 
 
+@pytest.mark.servers  # runs the pool: game servers and bot processes
 def test_a_hung_match_is_void_and_sigterm_stops_cleanly(tmp_path: Path) -> None:
     """A match past its bound is void (a 1 s bound here: a real-time-paced match takes
     longer); SIGTERM then stops every bot and server, prints the summary, exits 0."""
@@ -416,6 +422,7 @@ def test_replay_keeper_keeps_the_biggest_upsets(tmp_path: Path) -> None:
                                                                        "170004-a4-m2.bpr"]
 
 
+@pytest.mark.servers  # runs the pool: game servers and bot processes
 def test_a_human_who_leaves_mid_match_voids_it_and_the_seat_is_refilled(tmp_path: Path) -> None:
     from brawlkit.wire import protocol as P
     from brawlkit.wire.constants import C
