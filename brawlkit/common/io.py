@@ -22,3 +22,19 @@ def atomic_write_json(path: str | os.PathLike[str], data: Any) -> Path:
     """JSON (indented, sorted keys) written atomically; non-JSON values via ``str``."""
     text = json.dumps(data, indent=2, sort_keys=True, default=str) + "\n"
     return atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def fsync_dir(path: str | os.PathLike[str]) -> None:
+    """Make a link, rename or unlink in directory ``path`` durable. Filesystems that
+    cannot fsync a directory are tolerated: the file's own data was fsynced already,
+    and losing only the directory entry on a crash is what they promise anyway."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

@@ -49,6 +49,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from brawlkit.common.io import fsync_dir
 from brawlkit.league.records import (
     BASELINE_ID,
     CPU_LEVELS,
@@ -103,21 +104,6 @@ def _safe_name(text: str) -> str:
 def _tmp_name(name: str) -> str:
     """A temp file next to ``name``: hidden (readers ignore dot files) and unique."""
     return f".{name}.{secrets.token_hex(6)}.tmp"
-
-
-def _fsync_dir(path: Path) -> None:
-    """Make a link/rename in ``path`` durable; filesystems that cannot fsync a
-    directory are tolerated (the data itself was fsynced already)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -377,7 +363,7 @@ class LeagueDir:
         made.append(adir / name)
         tmp.unlink()
         made.remove(tmp)
-        _fsync_dir(adir)
+        fsync_dir(adir)
         return f"{ARTIFACTS_DIR}/{name}"
 
     def _publish(self, data: bytes, final: Path, member_id: str) -> None:
@@ -398,7 +384,7 @@ class LeagueDir:
                     f"member {member_id!r} is already registered ({final})") from None
         finally:
             tmp.unlink(missing_ok=True)
-        _fsync_dir(final.parent)
+        fsync_dir(final.parent)
 
     def _read_member(self, path: Path) -> Member | None:
         """The member recorded in ``path``, or None with a warning saying why not."""

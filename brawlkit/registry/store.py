@@ -34,6 +34,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+from brawlkit.common.io import fsync_dir
+
 BLOBS_DIR = "blobs"
 TMP_DIR = ".tmp"
 _SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -42,20 +44,6 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 def is_sha256(text: object) -> bool:
     """True for 64 lowercase hex digits (the only names the store ever uses)."""
     return isinstance(text, str) and _SHA256.fullmatch(text) is not None
-
-
-def _fsync_dir(path: Path) -> None:
-    """Make a link or unlink in ``path`` durable (tolerated where unsupported)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 class TempBlob:
@@ -138,7 +126,7 @@ class Store:
             created = False
         blob.discard()
         if created:
-            _fsync_dir(final.parent)
+            fsync_dir(final.parent)
         return created
 
     def open(self, sha256: str) -> BinaryIO:
@@ -185,5 +173,5 @@ class Store:
             f.unlink(missing_ok=True)
             deleted += 1
         if linked or deleted:
-            _fsync_dir(self.tmp_dir)
+            fsync_dir(self.tmp_dir)
         return linked, deleted - linked
