@@ -115,6 +115,17 @@ def _run_inputs(run: np.void) -> Any:
     return arr
 
 
+def _ticks(replay: Replay, sim: _Sim) -> Iterator[int]:
+    """Step ``sim`` through every recorded tick, yielding the tick count after each."""
+    t = 0
+    for run in replay.runs:
+        inputs = _run_inputs(run)
+        for _ in range(int(run["count"])):
+            sim.step(inputs)
+            t += 1
+            yield t
+
+
 def _simulate(replay: Replay, sim: _Sim, every: int) -> Iterator[TickState]:
     """Step ``sim`` through ``replay``; yield the state at tick 0, every ``every``-th
     tick and the last tick."""
@@ -122,14 +133,9 @@ def _simulate(replay: Replay, sim: _Sim, every: int) -> Iterator[TickState]:
         raise ValueError(f"every must be >= 1, got {every}")
     n = replay.n_ticks
     yield sim.state()
-    t = 0
-    for run in replay.runs:
-        inputs = _run_inputs(run)
-        for _ in range(int(run["count"])):
-            sim.step(inputs)
-            t += 1
-            if t % every == 0 or t == n:
-                yield sim.state()
+    for t in _ticks(replay, sim):
+        if t % every == 0 or t == n:
+            yield sim.state()
 
 
 def frame_ticks(n_ticks: int, every: int) -> list[int]:
@@ -155,13 +161,8 @@ def replay_players(replay: Replay) -> np.ndarray:
     out = np.zeros((replay.n_ticks + 1, 2), dtype=PLAYER_DTYPE)
     with _Sim(replay.seed, replay.match_id) as sim:
         out[0] = np.frombuffer(sim.players_raw(), dtype=PLAYER_DTYPE)
-        t = 0
-        for run in replay.runs:
-            inputs = _run_inputs(run)
-            for _ in range(int(run["count"])):
-                sim.step(inputs)
-                t += 1
-                out[t] = np.frombuffer(sim.players_raw(), dtype=PLAYER_DTYPE)
+        for t in _ticks(replay, sim):
+            out[t] = np.frombuffer(sim.players_raw(), dtype=PLAYER_DTYPE)
     return out
 
 
