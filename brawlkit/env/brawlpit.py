@@ -29,8 +29,6 @@ log tail; lost datagrams in lockstep are recovered by re-sending the
 from __future__ import annotations
 
 import os
-import select
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -38,7 +36,7 @@ import gymnasium as gym
 import numpy as np
 
 from brawlkit.env.actions import ACT_DIM, NEUTRAL, Decoded, decode_action
-from brawlkit.env.client import UdpClient, send_step_commands
+from brawlkit.env.client import UdpClient, receive_until, send_step_commands
 from brawlkit.env.observation import INPUT_LAYOUT, OBS_BOUND, build_input, check_input_layout
 from brawlkit.env.rewards import OutcomeReward, RewardFn, match_outcome
 from brawlkit.wire import protocol as P
@@ -221,40 +219,19 @@ class BrawlpitEnv(gym.Env[np.ndarray, np.ndarray]):
         self, client: UdpClient, accept: Callable[[bytes], bool], resend: bytes | list[bytes] | None = None,
         timeout: float | None = None,
     ) -> bytes:
-        """Receive until ``accept(datagram)``; busy-poll first, then select.
-
-        ``resend`` is re-sent every 50 ms so a lost datagram (either way)
-        cannot stall a lockstep exchange; commands are idempotent server-side.
-        """
+        """Receive until ``accept(datagram)`` (:func:`~brawlkit.env.client.receive_until`:
+        busy-poll, then select; ``resend`` re-sent so a lost datagram cannot stall a
+        lockstep exchange); a dead server or no answer raises :class:`EnvError`."""
         timeout = self.recv_timeout if timeout is None else timeout
-        t0 = time.perf_counter()
-        spin_until = t0 + client.poll_s
-        next_check = t0 + 0.1
-        next_resend = t0 + 0.05
-        deadline = t0 + timeout
-        while True:
-            data = client.recv_nowait()
-            if data is not None:
-                if accept(data):
-                    return data
-                continue
-            now = time.perf_counter()
-            if now < spin_until:
-                continue
-            if now >= next_check:
-                self._dead()
-                next_check = now + 0.1
-            if resend and now >= next_resend:
-                for pkt in [resend] if isinstance(resend, bytes) else resend:
-                    client.send(pkt)
-                next_resend = now + 0.05
-            if now >= deadline:
-                self._dead()
-                raise EnvError(
-                    f"no answer from brawlpit_server at {self.address} within {timeout:.1f}s "
-                    f"(mode {self.mode}); is it running and reachable?"
-                )
-            select.select([client.fd], [], [], min(0.01, max(0.0, deadline - now)))
+        again = [resend] if isinstance(resend, bytes) else (resend or [])
+        data = receive_until(client, accept, timeout, again, self._dead)
+        if data is None:
+            self._dead()
+            raise EnvError(
+                f"no answer from brawlpit_server at {self.address} within {timeout:.1f}s "
+                f"(mode {self.mode}); is it running and reachable?"
+            )
+        return data
 
     def _join(self, want_slot: int, op: int, arena_id: int = 0) -> UdpClient:
         """HELLO until WELCOME: slot ``want_slot`` of a new arena (``BP_ARENA_CREATE``,

@@ -6,10 +6,19 @@ tests) can drive the raw exchange with the same socket settings.
 
 from __future__ import annotations
 
+import select
 import socket
+import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from brawlkit.wire import protocol as P
+
+#: how often a request still unanswered is sent again (s): a lost datagram either way
+#: costs this much, and CMD, HELLO and a same-nonce RESET are idempotent server-side
+RESEND_S = 0.05
+#: how often a wait checks that the server process is alive (s)
+ALIVE_CHECK_S = 0.1
 
 
 class UdpClient:
@@ -86,3 +95,35 @@ def send_step_commands(client: UdpClient, sched: list[tuple[int, Any]], cmd: Any
                          c[0], c[1], c[2], client.slot, stop - start)
         client.last_cmds.append(pkt)
         client.send(pkt)
+
+
+def receive_until(client: UdpClient, accept: Callable[[bytes], bool], timeout: float,
+                  resend: Sequence[bytes] = (), check: Callable[[], None] = lambda: None,
+                  ) -> bytes | None:
+    """Receive on ``client`` until ``accept(datagram)`` and return that datagram; None
+    after ``timeout`` seconds. Busy-polls for the client's ``poll_s`` first (an answer
+    within it skips a wake-up), then blocks in ``select``; re-sends ``resend`` every
+    :data:`RESEND_S` so a lost datagram cannot stall a lockstep exchange; calls ``check``
+    (which raises if the server died) every :data:`ALIVE_CHECK_S`."""
+    t0 = time.perf_counter()
+    spin_until, next_check = t0 + client.poll_s, t0 + ALIVE_CHECK_S
+    next_resend, deadline = t0 + RESEND_S, t0 + timeout
+    while True:
+        data = client.recv_nowait()
+        if data is not None:
+            if accept(data):
+                return data
+            continue
+        now = time.perf_counter()
+        if now < spin_until:
+            continue
+        if now >= next_check:
+            check()
+            next_check = now + ALIVE_CHECK_S
+        if resend and now >= next_resend:
+            for pkt in resend:
+                client.send(pkt)
+            next_resend = now + RESEND_S
+        if now >= deadline:
+            return None
+        select.select([client.fd], [], [], min(0.01, max(0.0, deadline - now)))

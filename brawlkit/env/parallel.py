@@ -32,8 +32,6 @@ apart by a tick or more, which a synchronous ``step`` cannot express.
 
 from __future__ import annotations
 
-import select
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -50,7 +48,7 @@ except ImportError as e:  # a pinned requirement, but only this module needs it
 
 from brawlkit.env.actions import ACT_DIM, NEUTRAL, Decoded, decode_action
 from brawlkit.env.brawlpit import EnvError, _nonce
-from brawlkit.env.client import UdpClient, send_step_commands
+from brawlkit.env.client import UdpClient, receive_until, send_step_commands
 from brawlkit.env.observation import (
     INPUT_LAYOUT,
     OBS_BOUND,
@@ -67,9 +65,6 @@ from brawlkit.wire.server import ServerError, ServerProcess
 
 AGENTS: tuple[str, str] = ("player_0", "player_1")
 """the agent names; ``player_i`` plays slot ``i``"""
-
-#: how often an unanswered HELLO / RESET / CMD is re-sent (all are idempotent server-side)
-_RESEND_S = 0.05
 
 
 class BrawlpitParallelEnv(ParallelEnv[str, np.ndarray, np.ndarray]):
@@ -212,36 +207,15 @@ class BrawlpitParallelEnv(ParallelEnv[str, np.ndarray, np.ndarray]):
 
     def _wait(self, client: UdpClient, accept: Callable[[bytes], bool],
               resend: list[bytes] | None = None) -> bytes:
-        """Receive on ``client`` until ``accept(datagram)``: busy-poll, then select.
-
-        ``resend`` goes out again every 50 ms so a datagram lost either way cannot
-        stall the lockstep exchange (CMD, HELLO and a same-nonce RESET are idempotent).
-        """
-        t0 = time.perf_counter()
-        spin_until, next_check = t0 + client.poll_s, t0 + 0.1
-        next_resend, deadline = t0 + _RESEND_S, t0 + self.recv_timeout
-        while True:
-            data = client.recv_nowait()
-            if data is not None:
-                if accept(data):
-                    return data
-                continue
-            now = time.perf_counter()
-            if now < spin_until:
-                continue
-            if now >= next_check:
-                self._dead()
-                next_check = now + 0.1
-            if resend and now >= next_resend:
-                for pkt in resend:
-                    client.send(pkt)
-                next_resend = now + _RESEND_S
-            if now >= deadline:
-                self._dead()
-                raise EnvError(f"no answer from brawlpit_server at {self.address} within "
-                               f"{self.recv_timeout:.1f}s for slot {client.slot}; is it running "
-                               f"and reachable?")
-            select.select([client.fd], [], [], min(0.01, max(0.0, deadline - now)))
+        """Receive on ``client`` until ``accept(datagram)`` (:func:`receive_until`, as
+        ``BrawlpitEnv``); a dead server or no answer raises :class:`EnvError`."""
+        data = receive_until(client, accept, self.recv_timeout, resend or [], self._dead)
+        if data is None:
+            self._dead()
+            raise EnvError(f"no answer from brawlpit_server at {self.address} within "
+                           f"{self.recv_timeout:.1f}s for slot {client.slot}; is it running "
+                           f"and reachable?")
+        return data
 
     def _join(self, slot: int) -> UdpClient:
         """HELLO until WELCOME: slot 0 creates a lockstep arena without a CPU, slot 1 JOINs it."""
