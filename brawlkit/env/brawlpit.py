@@ -199,6 +199,9 @@ class BrawlpitEnv(gym.Env[np.ndarray, np.ndarray]):
         self._episode = 0
         self._pending: np.ndarray | None = None
         self._closed = False
+        #: set while a vec env's fast lane (brawlkit/env/fastlane.py) owns this env's
+        #: client state; called before anything Python-side talks to the server
+        self._lane_exit: Callable[[], None] | None = None
 
     # ------------------------------------------------------------------ plumbing
     @property
@@ -308,6 +311,8 @@ class BrawlpitEnv(gym.Env[np.ndarray, np.ndarray]):
         super().reset(seed=seed)
         if self._closed:
             raise EnvError("reset() on a closed BrawlpitEnv")
+        if self._lane_exit is not None:
+            self._lane_exit()
         options = options or {}
         if "opponent" in options:
             spec = options["opponent"]
@@ -353,6 +358,8 @@ class BrawlpitEnv(gym.Env[np.ndarray, np.ndarray]):
             raise EnvError("step() before reset()")
         if self._pending is not None:
             raise EnvError("step_send() twice without step_recv()")
+        if self._lane_exit is not None:
+            self._lane_exit()
         act = np.asarray(action, dtype=np.float32)
         self._pending = act
         self._prev[0] = decode_action(act)
@@ -377,6 +384,11 @@ class BrawlpitEnv(gym.Env[np.ndarray, np.ndarray]):
         if prev.over:
             raise EnvError("step() after the match ended: call reset()")
         cur = self._recv_step(prev)
+        return self._finish_step(prev, cur, act, self._observe(cur, 0))
+
+    def _finish_step(self, prev: Snapshot, cur: Snapshot, act: np.ndarray, obs: np.ndarray
+                     ) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        """The gym 5-tuple of the step from ``prev`` to ``cur`` (both paths end here)."""
         self._snap = cur
         self._steps += 1
         elapsed = cur.tick - prev.tick
@@ -385,20 +397,51 @@ class BrawlpitEnv(gym.Env[np.ndarray, np.ndarray]):
         truncated = (not terminated and self.max_episode_steps is not None
                      and self._steps >= self.max_episode_steps)
         info = self._info(cur, elapsed, match_outcome(cur, 0), tiers)
-        return self._observe(cur, 0), float(reward), bool(terminated), bool(truncated), info
+        return obs, float(reward), bool(terminated), bool(truncated), info
+
+    # ------------------------------------------------------------------ the fast lane
+    @property
+    def lane_ok(self) -> bool:
+        """Whether a vec env's fast lane may step this env now (brawlkit/env/fastlane.py):
+        lockstep without input delay, in a match that has not ended, and its opponent the
+        server's CPU, an external client or a callable (stepped by the lane too)."""
+        snap = self._snap
+        return (self.mode == "lockstep" and self.input_delay == 0 and self._me is not None
+                and snap is not None and not snap.over and self._pending is None
+                and not self._closed and (self._op is None or self._op_fn is not None))
+
+    def _lane_result(self, cur: Snapshot, act: np.ndarray, obs: np.ndarray
+                     ) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        """A step the lane ran: ``cur`` answered it and ``obs`` is its policy input."""
+        prev = self._snap
+        assert prev is not None
+        return self._finish_step(prev, cur, np.asarray(act, dtype=np.float32), obs)
+
+    def _lane_fallback(self, cur: Snapshot | None, op_done: bool, act: np.ndarray
+                       ) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        """A step the lane sent but could not finish in time (the lane has handed the
+        clients back): this env's receive loop waits for what is missing, re-sending the
+        lane's CMDs, with the alive check and the timeout error."""
+        prev = self._snap
+        assert prev is not None
+        cur = self._recv_step(prev, cur, op_done)
+        return self._finish_step(prev, cur, np.asarray(act, dtype=np.float32), self._observe(cur, 0))
 
     def _observe(self, snap: Snapshot, slot: int) -> np.ndarray:
         """``slot``'s policy input: the snapshot as seen from ``slot``, and (layout 2) the
         command ``slot`` sent last step."""
         return build_input(snap, slot, self.input_layout, self._prev[slot])
 
-    def _recv_step(self, prev: Snapshot) -> Snapshot:
+    def _recv_step(self, prev: Snapshot, me_done: Snapshot | None = None,
+                   op_done: bool = False) -> Snapshot:
+        """The snapshot answering this step.  ``me_done`` / ``op_done``: the fast lane
+        already received this client's / the opponent client's answer."""
         me = self._me
         assert me is not None
         match_id = prev.match_id
         if self.mode == "lockstep":
             target = prev.tick + self.action_repeat
-            if self._op is None:  # fast path: the answer is usually in already (a spinning
+            if self._op is None and me_done is None:  # fast path: the answer is usually in already (a spinning
                 d = me.recv_nowait()  # server replies within a few µs): no wait loop
                 if d is not None and (s0 := snapshot_or_none(d)) is not None \
                         and s0.match_id == match_id and (s0.tick >= target or s0.over):
@@ -414,8 +457,11 @@ class BrawlpitEnv(gym.Env[np.ndarray, np.ndarray]):
                     return True
                 return False
 
-            self._wait(me, accept, resend=me.last_cmds)
-            if self._op is not None:  # keep the opponent's socket drained and in step
+            if me_done is None:
+                self._wait(me, accept, resend=me.last_cmds)
+            else:
+                got.append(me_done)
+            if self._op is not None and not op_done:  # keep the opponent's socket drained and in step
                 self._wait(self._op, lambda d: (s := snapshot_or_none(d)) is not None
                            and s.match_id == match_id and (s.tick >= target or s.over),
                            resend=self._op.last_cmds)
@@ -471,6 +517,8 @@ class BrawlpitEnv(gym.Env[np.ndarray, np.ndarray]):
     def close(self) -> None:
         if self._closed:
             return
+        if self._lane_exit is not None:
+            self._lane_exit()
         self._closed = True
         for c in (self._op, self._me):
             if c is not None:

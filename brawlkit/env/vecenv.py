@@ -10,6 +10,12 @@ env-step against ~60–85 µs stepping them one by one).  Give each env
 ``SubprocVecEnv`` stays available (``make_vec_env(..., vec="subproc")``) for
 comparison; ``python -m brawlkit bench train`` measures both.
 
+The common case — lockstep, no input delay — goes through the *fast lane*
+(brawlkit/env/fastlane.py): one C call sends every env's CMD, receives every snapshot
+and builds every policy input; only the reward and the info stay per-env Python.  The
+lane's inputs are bit-identical to the Python path's (tests/test_fastlane.py steps both
+side by side); ``fast_lane=False`` turns it off.
+
 Auto-reset follows SB3's convention: on ``terminated or truncated`` the last
 observation goes to ``info["terminal_observation"]``, ``info["TimeLimit.truncated"]``
 says whether it was a time limit, and the returned observation is the first
@@ -38,24 +44,53 @@ class BrawlpitVecEnv(DummyVecEnv):
     ``step``.
     """
 
-    def __init__(self, env_fns: Sequence[Callable[[], gym.Env]]):
+    def __init__(self, env_fns: Sequence[Callable[[], gym.Env]], fast_lane: bool = True):
         super().__init__(list(env_fns))
         self._split = [
             hasattr(e.unwrapped, "step_send") and hasattr(e.unwrapped, "step_recv") and e is e.unwrapped
             for e in self.envs
         ]
+        self.lane = self._make_lane() if fast_lane else None
+
+    def _make_lane(self) -> Any:
+        """A :class:`~brawlkit.env.fastlane.FastLane` for the BRAWLPIT envs (the first one's
+        action_repeat and input layout), or None when there are none."""
+        from brawlkit.env.brawlpit import BrawlpitEnv
+        from brawlkit.env.fastlane import FastLane
+
+        first = next((e for e, split in zip(self.envs, self._split, strict=True)
+                      if split and isinstance(e, BrawlpitEnv)), None)
+        if first is None:
+            return None
+        return FastLane(self.num_envs, first.action_repeat, first.input_layout, first._poll_us)
+
+    def step_all(self, acts: np.ndarray) -> list[Any]:
+        """Every env's ``(obs, reward, terminated, truncated, info)`` for ``acts``, no
+        auto-reset: every command goes out before any snapshot is read — the lane's
+        envs in one C call, the others through ``step_send`` / ``step_recv``."""
+        envs, lane, split = self.envs, self.lane, self._split
+        results: list[Any] = [None] * self.num_envs
+        in_lane: list[int] = []
+        python: list[int] = []
+        for i, env in enumerate(envs):
+            if not split[i]:
+                results[i] = env.step(acts[i])
+            elif lane is not None and lane.admit(i, env):
+                in_lane.append(i)
+            else:
+                env.step_send(acts[i])  # type: ignore[attr-defined]
+                python.append(i)
+        if in_lane:
+            assert lane is not None
+            lane.step(envs, in_lane, acts)
+            for i in in_lane:
+                results[i] = lane.finish(i, envs[i], acts[i])
+        for i in python:
+            results[i] = envs[i].step_recv()  # type: ignore[attr-defined]
+        return results
 
     def step_wait(self) -> VecEnvStepReturn:
-        envs, acts = self.envs, self.actions
-        results: list[Any] = [None] * self.num_envs
-        for i, env in enumerate(envs):
-            if self._split[i]:
-                env.step_send(acts[i])  # type: ignore[attr-defined]
-            else:
-                results[i] = env.step(acts[i])
-        for i, env in enumerate(envs):
-            if self._split[i]:
-                results[i] = env.step_recv()  # type: ignore[attr-defined]
+        results = self.step_all(self.actions)
         obs_buf = self.buf_obs[None]  # type: ignore[index]
         for i, (obs, rew, terminated, truncated, info) in enumerate(results):
             self.buf_rews[i] = rew

@@ -1,0 +1,195 @@
+"""The vec env's fast lane: one C call per vector step (``native/src/vecstep.c``).
+
+Why: on a 2-core machine the trainer's own Python per env step — decode the action,
+pack and send the CMD, wait for and parse the SNAPSHOT, build the 79-value policy
+input — cost PPO more than the server's simulation (docs/benchmarks.md).  The lane
+hands all of it but the reward and the info to ``bpv_step`` in ``libbrawlvec.so``:
+one call sends every env's CMD (and every callable opponent's), receives every
+answer and builds every policy input with ``obs.c`` — the C twin the native bot plays
+with, bit-identical to :func:`brawlkit.env.observation.build_input` (parity-tested).
+
+What stays in Python, unchanged: the reward object and the info dict (pluggable,
+stateful), the reset (HELLO, RESET with its nonce), the opponent callables, and every
+unhappy path.  An env enters the lane lazily on the first step after a reset when it
+is eligible (:attr:`BrawlpitEnv.lane_ok`: lockstep, no input delay, the lane's
+``action_repeat`` and input layout); from then on the lane owns its clients' sequence
+numbers, and any Python-side operation on the env (``reset``, ``step_send``,
+``close``) first hands them back (:meth:`FastLane.release`).  A step the lane could
+not finish within :data:`BUDGET_US` (a lost datagram, a dead server) is finished by
+the env's own receive loop, which re-sends the CMD the lane sent, checks the server
+is alive and raises :class:`~brawlkit.env.brawlpit.EnvError` with context.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from brawlkit.common.paths import native_path
+from brawlkit.env.actions import ACT_DIM
+from brawlkit.env.client import RESEND_S
+from brawlkit.env.observation import INPUT_LAYOUTS
+from brawlkit.wire import protocol as P
+from brawlkit.wire.protocol import SNAPSHOT_SIZE, Snapshot
+
+if TYPE_CHECKING:
+    from brawlkit.env.brawlpit import BrawlpitEnv
+
+#: how long one lane call waits for answers before Python's loop takes over (µs): the
+#: re-send interval of that loop, so a lost datagram costs what it always did
+BUDGET_US = int(RESEND_S * 1e6)
+
+BPV_DONE, BPV_PENDING, BPV_ERR_RECV, BPV_IDLE = 0, 1, 2, 3
+CMD_SIZE = ctypes.sizeof(P.NetHeader) + ctypes.sizeof(P.UserCmd)
+
+
+class BpCommand(ctypes.Structure):
+    _fields_ = [("stick_x", ctypes.c_float), ("stick_y", ctypes.c_float),
+                ("buttons", ctypes.c_uint32)]
+
+
+class BpvClient(ctypes.Structure):
+    """Mirror of ``BpvClient`` (native/src/vecstep.h; natural alignment, not packed —
+    :func:`lib` checks the size, a test every offset)."""
+
+    _fields_ = [
+        ("active", ctypes.c_int32),
+        ("fd", ctypes.c_int32),
+        ("session", ctypes.c_uint32),
+        ("slot", ctypes.c_int32),
+        ("seq", ctypes.c_uint32),
+        ("cmd_seq", ctypes.c_uint32),
+        ("match_id", ctypes.c_uint32),
+        ("tick", ctypes.c_uint32),
+        ("status", ctypes.c_int32),
+        ("err", ctypes.c_int32),
+        ("skipped", ctypes.c_uint32),
+        ("cmd", BpCommand),
+        ("cmd_pkt", ctypes.c_uint8 * CMD_SIZE),
+        ("snap", ctypes.c_uint8 * SNAPSHOT_SIZE),
+    ]
+
+
+@lru_cache(maxsize=1)
+def lib() -> ctypes.CDLL:
+    """Load libbrawlvec.so once (a missing build names ``make build``)."""
+    so = ctypes.CDLL(str(native_path("libbrawlvec.so")))
+    so.bpv_client_size.restype = ctypes.c_uint32
+    so.bpv_step.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_uint32,
+                            ctypes.c_int, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint32]
+    so.bpv_step.restype = ctypes.c_int
+    if so.bpv_client_size() != ctypes.sizeof(BpvClient):
+        raise ImportError(f"libbrawlvec.so's BpvClient is {so.bpv_client_size()} bytes, the mirror in "
+                          f"brawlkit/env/fastlane.py {ctypes.sizeof(BpvClient)}: rebuild with `make build`")
+    return so
+
+
+class FastLane:
+    """Clients of ``n_envs`` envs for ``bpv_step``: row ``2*i`` is env *i*'s own client,
+    row ``2*i+1`` its callable opponent's (inactive without one).
+
+    Args:
+        n_envs: envs of the vec env.
+        action_repeat, input_layout: what every env in the lane uses (an env with other
+            values stays on the Python path).
+        spin_us: how long ``bpv_step`` busy-polls before it sleeps in ``poll``.
+    """
+
+    def __init__(self, n_envs: int, action_repeat: int, input_layout: int, spin_us: float = 200.0):
+        self._lib = lib()
+        if input_layout not in INPUT_LAYOUTS:
+            raise ValueError(f"input_layout {input_layout} unknown; known: {sorted(INPUT_LAYOUTS)}")
+        self.n_envs = n_envs
+        self.action_repeat = int(action_repeat)
+        self.input_layout = int(input_layout)
+        self.dim = INPUT_LAYOUTS[self.input_layout]
+        self.spin_us = int(spin_us)
+        self.clients = (BpvClient * (2 * n_envs))()
+        self._base = ctypes.addressof(self.clients)
+        self._size = ctypes.sizeof(BpvClient)
+        self._snap_off = BpvClient.snap.offset
+        self.actions = np.zeros((2 * n_envs, ACT_DIM), np.float32)
+        self.inputs = np.zeros((2 * n_envs, self.dim), np.float32)
+        self.loaded = [False] * n_envs
+        self._stepped = [False] * n_envs
+        #: vector steps the lane ran, and env steps it handed back to Python's loop
+        self.steps = 0
+        self.fallbacks = 0
+
+    # ------------------------------------------------------------- entering and leaving
+    def admit(self, i: int, env: BrawlpitEnv) -> bool:
+        """Load env ``i``'s clients if it can step in the lane now; whether it is in."""
+        if self.loaded[i]:
+            return True
+        if not (env.lane_ok and env.action_repeat == self.action_repeat
+                and env.input_layout == self.input_layout):
+            return False
+        me, op, snap = env._me, env._op, env._snap
+        assert me is not None and snap is not None
+        for row, client in ((2 * i, me), (2 * i + 1, op)):
+            c = self.clients[row]
+            if client is None:
+                c.active = 0
+                continue
+            c.active, c.fd, c.session, c.slot = 1, client.fd, client.session, client.slot
+            c.seq, c.cmd_seq = client.seq & 0xFFFFFFFF, client.cmd_seq & 0xFFFFFFFF
+            c.match_id, c.tick = snap.match_id, snap.tick
+        if op is not None:  # the opponent acts on its own view of the current state
+            self.inputs[2 * i + 1] = env._observe(snap, 1)
+        self.loaded[i] = True
+        self._stepped[i] = False
+        env._lane_exit = functools.partial(self.release, i, env)
+        return True
+
+    def release(self, i: int, env: BrawlpitEnv) -> None:
+        """Hand env ``i``'s sequence numbers, last commands and re-send packets back to
+        its Python clients (before anything Python-side talks to its server)."""
+        if not self.loaded[i]:
+            return
+        self.loaded[i] = False
+        env._lane_exit = None
+        if not self._stepped[i]:
+            return
+        for slot, (row, client) in enumerate(((2 * i, env._me), (2 * i + 1, env._op))):
+            if client is None:
+                continue
+            c = self.clients[row]
+            client.seq, client.cmd_seq = c.seq, c.cmd_seq
+            client.last_cmds = [bytes(c.cmd_pkt)]
+            env._prev[slot] = (c.cmd.stick_x, c.cmd.stick_y, int(c.cmd.buttons))
+
+    # ------------------------------------------------------------- one vector step
+    def step(self, envs: list[Any], lane_idx: list[int], actions: np.ndarray) -> None:
+        """Send the commands of envs ``lane_idx`` (their opponents' too) and receive the
+        answers; then :meth:`finish` each."""
+        acts = self.actions
+        acts[0::2] = actions
+        for i in lane_idx:
+            self._stepped[i] = True
+            op_fn = envs[i]._op_fn
+            if op_fn is not None:
+                acts[2 * i + 1] = op_fn(self.inputs[2 * i + 1])
+        self._lib.bpv_step(self._base, 2 * self.n_envs, acts.ctypes.data, self.action_repeat,
+                           self.input_layout, self.inputs.ctypes.data, self.spin_us, BUDGET_US)
+        self.steps += 1
+
+    def finish(self, i: int, env: BrawlpitEnv, action: np.ndarray) -> tuple[Any, ...]:
+        """Env ``i``'s gym 5-tuple for the step :meth:`step` ran."""
+        me, op = self.clients[2 * i], self.clients[2 * i + 1]
+        me_done = me.status == BPV_DONE
+        if me_done and (op.status != BPV_PENDING):
+            raw = ctypes.string_at(self._base + 2 * i * self._size + self._snap_off, SNAPSHOT_SIZE)
+            return env._lane_result(P.parse_snapshot(raw), action, self.inputs[2 * i].copy())
+        # an answer did not come in time: the env's own loop finishes the step
+        self.fallbacks += 1
+        cur: Snapshot | None = None
+        if me_done:
+            raw = ctypes.string_at(self._base + 2 * i * self._size + self._snap_off, SNAPSHOT_SIZE)
+            cur = P.parse_snapshot(raw)
+        op_done = op.status == BPV_DONE
+        self.release(i, env)
+        return env._lane_fallback(cur, op_done, action)

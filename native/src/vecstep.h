@@ -1,0 +1,76 @@
+/*
+ * vecstep.h — one call steps N lockstep clients of brawlpit_server: the fast lane of
+ * brawlkit's BrawlpitVecEnv (brawlkit/env/fastlane.py; docs/architecture.md).
+ *
+ * Why: the per-env Python work of a step (decode the action, pack and send the CMD,
+ * wait for and validate the SNAPSHOT, build the 79-value policy input) cost the
+ * trainer more than the server's whole simulation.  Here it is one C call per vector
+ * step, using the same twins the native bot plays with (bp_action_decode,
+ * bp_input_from_snapshot), so the inputs are bit-identical to the Python builder's.
+ * Everything that is not the common case (a lost datagram, a dead server, a reset,
+ * free-running modes, input delay) stays in Python: a client the lane could not finish
+ * within its time budget comes back BPV_PENDING with the CMD it sent, and Python's
+ * receive loop (re-send, alive check, timeout error) finishes it.
+ *
+ * Build: part of build/libbrawlvec.so (native/Makefile), loaded with ctypes.
+ */
+#ifndef BRAWLPIT_VECSTEP_H
+#define BRAWLPIT_VECSTEP_H
+
+#include <stdint.h>
+
+#include "brawlpit.h"
+#include "obs.h"
+
+/* client status after bpv_step */
+#define BPV_DONE 0     /* snapshot answering the step received, input built */
+#define BPV_PENDING 1  /* not answered within the budget: Python's receive loop finishes it */
+#define BPV_ERR_RECV 2 /* recv failed with an error other than "nothing yet" (errno in err) */
+#define BPV_IDLE 3     /* not active: nothing sent or read */
+
+/* The bytes of a CMD datagram (header + UserCmd). */
+#define BPV_CMD_BYTES ((uint32_t)(sizeof(NetHeader) + sizeof(UserCmd)))
+
+/* One client (one joined slot of one arena).  Python owns the array (ctypes mirror in
+ * brawlkit/env/fastlane.py; a test checks the layout) and loads a client's fields from
+ * its UdpClient when it enters the lane; the lane then keeps them current. */
+typedef struct {
+    /* in: whether this call steps it (0: skipped, BPV_IDLE); the connected UDP socket,
+     * the session and slot WELCOME gave */
+    int32_t active;
+    int32_t fd;
+    uint32_t session;
+    int32_t slot;
+    /* in/out: header seq of the last datagram sent, CMD sequence number */
+    uint32_t seq;
+    uint32_t cmd_seq;
+    /* in/out: match and tick of the newest snapshot (where this step starts) */
+    uint32_t match_id;
+    uint32_t tick;
+    /* out: BPV_* status, errno of a recv error, datagrams read but not accepted
+     * (stale ticks, other packet types, malformed: Python's loop would skip them too) */
+    int32_t status;
+    int32_t err;
+    uint32_t skipped;
+    /* out: the command sent this step (input layout 2's "previous command" next step) */
+    BpCommand cmd;
+    /* out: the CMD datagram sent (re-sent by Python if the answer is lost) */
+    uint8_t cmd_pkt[sizeof(NetHeader) + sizeof(UserCmd)];
+    /* out: the SNAPSHOT that answered the step (wire bytes) */
+    uint8_t snap[sizeof(SnapshotPacket)];
+} BpvClient;
+
+/* sizeof(BpvClient), for the Python mirror's layout check */
+uint32_t bpv_client_size(void);
+
+/* Step clients c[0..n): decode actions[i*BP_ACT_DIM ..] (bp_action_decode), send each
+ * client one CMD covering ticks [tick, tick + repeat), then receive until every client
+ * holds a SNAPSHOT of its match with tick >= its start + repeat (or phase OVER) and
+ * build its policy input of `layout` into inputs[i*dim ..] (dim = bp_input_dim(layout)).
+ * Clients with active == 0 are skipped.  Busy-polls for spin_us microseconds, then sleeps in poll(); gives up after budget_us,
+ * leaving unanswered clients BPV_PENDING.  Returns the number of clients not BPV_DONE,
+ * or -1 if `layout` is unknown or n < 0 (nothing sent). */
+int bpv_step(BpvClient *c, int n, const float *actions, uint32_t repeat, int layout, float *inputs,
+             uint32_t spin_us, uint32_t budget_us);
+
+#endif /* BRAWLPIT_VECSTEP_H */
