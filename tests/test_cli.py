@@ -36,6 +36,8 @@ def test_bench_env_json() -> None:
     assert res["ratio_udp_lockstep_vs_inprocess"] == pytest.approx(
         res["udp_lockstep_steps_per_s"] / res["inprocess_steps_per_s"], abs=6e-4)
     assert res["parts_us"]["round_trip_us"] > 0
+    for key in ("ratio_udp_arenas8_vs_inprocess", "ratio_udp_arenas8_python_vs_inprocess"):
+        assert res[key] > 0, key
 
 
 def test_bench_native_json() -> None:
@@ -51,10 +53,12 @@ def test_bench_native_json() -> None:
 @pytest.mark.training
 def test_bench_train_json_small() -> None:
     r = brawlkit("bench", "train", "--steps", "512", "--n-envs", "1", "--no-subproc",
-                 "--no-profile", "--json")
+                 "--no-profile", "--repeats", "2", "--json")
     assert r.returncode == 0, r.stderr
     row = last_json(r.stdout)["n_envs"]["1"]
     assert row["brawlpit_steps_per_s"] > 0 and row["dummy_steps_per_s"] > 0
+    assert len(row["brawlpit_runs"]) == len(row["dummy_runs"]) == 2
+    assert row["brawlpit_steps_per_s"] == max(row["brawlpit_runs"])  # the best of the runs
     assert row["ratio"] == pytest.approx(row["brawlpit_steps_per_s"] / row["dummy_steps_per_s"],
                                          abs=6e-4)  # rounded to 3 decimals
 

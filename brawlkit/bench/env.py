@@ -10,9 +10,17 @@ Measured side by side in one run, with the same random actions:
 * ``inprocess``: the same simulation through ``libbrawlpit.so`` (ctypes), the
   same snapshot bytes and the same Python policy-input builder — no sockets.
 * ``udp_arenas8``: 8 lockstep envs that are arenas of ONE server process, stepped
-  like the vec env (all 8 commands out, then all 8 snapshots), against
-  ``inprocess8``: 8 in-process matches stepped by the same Python loop; the
-  headline of the arena server is ``ratio_udp_arenas8_vs_inprocess`` (>= 0.7).
+  by the vec env as training steps them (``BrawlpitVecEnv.step_all``: its fast lane
+  sends all 8 commands, receives the 8 snapshots and builds the 8 policy inputs in one
+  C call; each env's snapshot parse, reward and info in Python), against
+  ``inprocess8``: 8 in-process matches stepped by the same loop — per match a ctypes
+  step, then the 8 inputs built by the same C builder in one call, then each parse,
+  reward and info the same way.  Both sides do the same work but for how a step
+  reaches the simulation, so the headline of the arena server,
+  ``ratio_udp_arenas8_vs_inprocess`` (>= 0.7), is what the sockets and the server
+  process cost.  ``udp_arenas8_python`` / ``inprocess8_python`` keep the earlier
+  all-Python loop on both sides (decode, send, receive, parse, Python input
+  builder), for comparison.
 
 The headline is ``ratio_udp_lockstep_vs_inprocess`` (>= 0.5 means the UDP path
 costs no more than the simulation and observation themselves).  Absolute
@@ -25,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import functools
 import io
 import json
 import os
@@ -125,6 +134,49 @@ def bench_inprocess(steps: int, seed: int, repeat: int = 4) -> float:
     return bench_inprocess_many(1, steps, seed, repeat)
 
 
+def bench_inprocess_lane_like(n: int, steps: int, seed: int, repeat: int = 4) -> float:
+    """Env-steps/s of ``n`` in-process matches stepped as the vec env's lane steps its
+    arenas: the inputs of all ``n`` built in one C call, each snapshot parsed, rewarded
+    (:class:`~brawlkit.env.rewards.OutcomeReward`, the env's default) and described in an
+    info dict like the env's."""
+    from brawlkit.env.fastlane import BpCommand, build_inputs
+    from brawlkit.env.observation import INPUT_LAYOUTS
+    from brawlkit.env.rewards import OutcomeReward, match_outcome
+
+    acts = _actions(steps, seed)
+    ms = [InProcessMatch(cpu_level=3, seed=seed + i) for i in range(n)]
+    rewards = [OutcomeReward() for _ in range(n)]
+    prev_snaps = [parse_snapshot(m.snapshot()) for m in ms]
+    slots = np.zeros(n, np.int32)
+    cmds = (BpCommand * n)()
+    out = np.zeros((n, INPUT_LAYOUTS[INPUT_LAYOUT]), np.float32)
+    try:
+        t0 = time.perf_counter()
+        for k in range(0, steps, n):
+            raws, infos = [], []
+            for i, m in enumerate(ms):
+                cmd = decode_action(acts[(k + i) % steps])
+                cmds[i].stick_x, cmds[i].stick_y, cmds[i].buttons = cmd
+                raws.append(m.step(*cmd, repeat))
+            build_inputs(b"".join(raws), slots, cmds, INPUT_LAYOUT, out)
+            for i, m in enumerate(ms):
+                snap, prev = parse_snapshot(raws[i]), prev_snaps[i]
+                r, tiers = rewards[i](prev, snap, 0, snap.tick - prev.tick, acts[(k + i) % steps])
+                me, op = snap.players
+                infos.append({"ticks_elapsed": snap.tick - prev.tick, "tick": snap.tick,
+                        "ticks_left": snap.ticks_left, "self_damage": me.damage,
+                        "other_damage": op.damage, "self_stocks": me.stocks,
+                        "other_stocks": op.stocks, "opponent": "cpu:3",
+                        "outcome": match_outcome(snap, 0), **{f"reward/{t}": v for t, v in tiers.items()}})
+                prev_snaps[i] = snap
+                if m.over:
+                    prev_snaps[i] = parse_snapshot(m.reset(seed + i))
+        return (len(range(0, steps, n)) * n) / (time.perf_counter() - t0)
+    finally:
+        for m in ms:
+            m.close()
+
+
 def bench_inprocess_many(n: int, steps: int, seed: int, repeat: int = 4) -> float:
     """Env-steps/s of ``n`` in-process matches stepped round-robin by one Python loop."""
     acts = _actions(steps, seed)
@@ -144,9 +196,34 @@ def bench_inprocess_many(n: int, steps: int, seed: int, repeat: int = 4) -> floa
             m.close()
 
 
+def bench_arenas_vec(n: int, steps: int, seed: int) -> float:
+    """Env-steps/s of ``n`` lockstep envs that are arenas of ONE server process, stepped by
+    :meth:`BrawlpitVecEnv.step_all` (the fast lane) as training steps them."""
+    from brawlkit.env.vecenv import BrawlpitVecEnv
+
+    acts = _actions(steps, seed)
+    group = ServerGroup(n, servers=1)
+    venv = BrawlpitVecEnv([functools.partial(BrawlpitEnv, opponent="cpu:3", seed=seed + i,
+                                             server=group.server_for(i)) for i in range(n)])
+    try:
+        for i, e in enumerate(venv.envs):
+            e.reset(seed=seed + i)
+        rounds = range(0, steps, n)
+        idx = np.arange(n)
+        t0 = time.perf_counter()
+        for k in rounds:
+            for i, res in enumerate(venv.step_all(acts[(k + idx) % steps])):
+                if res[2]:
+                    venv.envs[i].reset(seed=seed + i)
+        return (len(rounds) * n) / (time.perf_counter() - t0)
+    finally:
+        venv.close()
+        group.close()
+
+
 def bench_arenas(n: int, steps: int, seed: int) -> float:
-    """Env-steps/s of ``n`` lockstep envs that are arenas of ONE server process, stepped as
-    the vec env steps them: all ``n`` commands sent before any snapshot is read."""
+    """Env-steps/s of ``n`` lockstep envs that are arenas of ONE server process, stepped
+    env by env in Python: all ``n`` commands sent before any snapshot is read."""
     acts = _actions(steps, seed)
     group = ServerGroup(n, servers=1)
     envs = [BrawlpitEnv(opponent="cpu:3", seed=seed + i, server=group.server_for(i))
@@ -179,8 +256,10 @@ def run(steps: int = 5000, seed: int = 0, profile: bool = False,
     if profile:
         _, prof_text = bench_udp("lockstep", min(steps, 3000), seed, profile=True, spin_us=spin)
     parts = bench_parts(min(steps, 5000), seed)
-    arenas8 = bench_arenas(ARENAS, steps, seed)
-    inproc8 = bench_inprocess_many(ARENAS, steps, seed)
+    arenas8 = bench_arenas_vec(ARENAS, steps, seed)
+    inproc8 = bench_inprocess_lane_like(ARENAS, steps, seed)
+    arenas8_py = bench_arenas(ARENAS, steps, seed)
+    inproc8_py = bench_inprocess_many(ARENAS, steps, seed)
     return {
         "arenas": ARENAS,
         "udp_arenas8_steps_per_s": round(arenas8, 1),
@@ -188,6 +267,9 @@ def run(steps: int = 5000, seed: int = 0, profile: bool = False,
         "udp_arenas8_us_per_env_step": round(1e6 / arenas8, 1),
         "inprocess8_us_per_env_step": round(1e6 / inproc8, 1),
         "ratio_udp_arenas8_vs_inprocess": round(arenas8 / inproc8, 3),
+        "udp_arenas8_python_us_per_env_step": round(1e6 / arenas8_py, 1),
+        "inprocess8_python_us_per_env_step": round(1e6 / inproc8_py, 1),
+        "ratio_udp_arenas8_python_vs_inprocess": round(arenas8_py / inproc8_py, 3),
         "steps": steps,
         "fastforward_speed": ff_speed,
         "udp_lockstep_steps_per_s": round(lock, 1),

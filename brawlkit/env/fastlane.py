@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+from collections.abc import Iterator
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -65,6 +66,7 @@ class BpvClient(ctypes.Structure):
         ("cmd_seq", ctypes.c_uint32),
         ("match_id", ctypes.c_uint32),
         ("tick", ctypes.c_uint32),
+        ("target", ctypes.c_uint32),
         ("status", ctypes.c_int32),
         ("err", ctypes.c_int32),
         ("skipped", ctypes.c_uint32),
@@ -82,10 +84,33 @@ def lib() -> ctypes.CDLL:
     so.bpv_step.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_uint32,
                             ctypes.c_int, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint32]
     so.bpv_step.restype = ctypes.c_int
+    so.bpv_send.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_uint32]
+    so.bpv_send.restype = None
+    so.bpv_next.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_void_p,
+                            ctypes.c_uint32, ctypes.c_uint32]
+    so.bpv_next.restype = ctypes.c_int
+    so.bpv_inputs.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
+                              ctypes.c_int, ctypes.c_void_p]
+    so.bpv_inputs.restype = ctypes.c_int
     if so.bpv_client_size() != ctypes.sizeof(BpvClient):
         raise ImportError(f"libbrawlvec.so's BpvClient is {so.bpv_client_size()} bytes, the mirror in "
                           f"brawlkit/env/fastlane.py {ctypes.sizeof(BpvClient)}: rebuild with `make build`")
     return so
+
+
+def build_inputs(snaps: bytes, slots: np.ndarray, prev: ctypes.Array[BpCommand], layout: int,
+                 out: np.ndarray) -> None:
+    """Policy inputs of ``layout`` for ``len(slots)`` SNAPSHOTs laid end to end, built in C
+    in one call (what the lane builds; ``bench env``'s in-process reference uses it so both
+    sides of its comparison build inputs the same way).  ``slots`` int32, ``out`` float32
+    (n, dim); a refused snapshot raises ValueError."""
+    n = len(slots)
+    if len(snaps) != n * SNAPSHOT_SIZE or out.shape != (n, INPUT_LAYOUTS[layout]) \
+            or slots.dtype != np.int32 or out.dtype != np.float32 or len(prev) < n:
+        raise ValueError("build_inputs: snaps must hold len(slots) snapshots, out (n, dim) float32")
+    bad = lib().bpv_inputs(snaps, n, slots.ctypes.data, ctypes.addressof(prev), layout, out.ctypes.data)
+    if bad:
+        raise ValueError(f"build_inputs: {bad} of {n} snapshots refused (malformed or non-finite)")
 
 
 class FastLane:
@@ -152,6 +177,7 @@ class FastLane:
             return
         self.loaded[i] = False
         env._lane_exit = None
+        self.clients[2 * i].active = self.clients[2 * i + 1].active = 0
         if not self._stepped[i]:
             return
         for slot, (row, client) in enumerate(((2 * i, env._me), (2 * i + 1, env._op))):
@@ -163,9 +189,11 @@ class FastLane:
             env._prev[slot] = (c.cmd.stick_x, c.cmd.stick_y, int(c.cmd.buttons))
 
     # ------------------------------------------------------------- one vector step
-    def step(self, envs: list[Any], lane_idx: list[int], actions: np.ndarray) -> None:
-        """Send the commands of envs ``lane_idx`` (their opponents' too) and receive the
-        answers; then :meth:`finish` each."""
+    def step(self, envs: list[Any], lane_idx: list[int], actions: np.ndarray
+             ) -> Iterator[tuple[int, tuple[Any, ...]]]:
+        """Send the commands of envs ``lane_idx`` (and their opponents'), then yield
+        ``(i, env i's gym 5-tuple)`` as the answers come in — env *i*'s reward and info
+        are computed while the server still ticks the others' arenas."""
         acts = self.actions
         acts[0::2] = actions
         for i in lane_idx:
@@ -173,21 +201,31 @@ class FastLane:
             op_fn = envs[i]._op_fn
             if op_fn is not None:
                 acts[2 * i + 1] = op_fn(self.inputs[2 * i + 1])
-        self._lib.bpv_step(self._base, 2 * self.n_envs, acts.ctypes.data, self.action_repeat,
-                           self.input_layout, self.inputs.ctypes.data, self.spin_us, BUDGET_US)
+        lib, base, n, clients = self._lib, self._base, 2 * self.n_envs, self.clients
+        lib.bpv_send(base, n, acts.ctypes.data, self.action_repeat)
         self.steps += 1
+        layout, inputs, spin = self.input_layout, self.inputs.ctypes.data, self.spin_us
+        left = len(lane_idx)
+        while left:
+            row = lib.bpv_next(base, n, layout, inputs, spin, BUDGET_US)
+            if row < 0:
+                break
+            if clients[row ^ 1].status == BPV_PENDING:
+                continue  # the env's other client is still waiting
+            i = row >> 1
+            left -= 1
+            raw = ctypes.string_at(base + 2 * i * self._size + self._snap_off, SNAPSHOT_SIZE)
+            yield i, envs[i]._lane_result(P.parse_snapshot(raw), actions[i], self.inputs[2 * i].copy())
+        if left:  # an answer did not come in time: those envs' own loops finish them
+            for i in lane_idx:
+                if BPV_PENDING in (clients[2 * i].status, clients[2 * i + 1].status):
+                    yield i, self._fallback(i, envs[i], actions[i])
 
-    def finish(self, i: int, env: BrawlpitEnv, action: np.ndarray) -> tuple[Any, ...]:
-        """Env ``i``'s gym 5-tuple for the step :meth:`step` ran."""
-        me, op = self.clients[2 * i], self.clients[2 * i + 1]
-        me_done = me.status == BPV_DONE
-        if me_done and (op.status != BPV_PENDING):
-            raw = ctypes.string_at(self._base + 2 * i * self._size + self._snap_off, SNAPSHOT_SIZE)
-            return env._lane_result(P.parse_snapshot(raw), action, self.inputs[2 * i].copy())
-        # an answer did not come in time: the env's own loop finishes the step
+    def _fallback(self, i: int, env: BrawlpitEnv, action: np.ndarray) -> tuple[Any, ...]:
         self.fallbacks += 1
+        me, op = self.clients[2 * i], self.clients[2 * i + 1]
         cur: Snapshot | None = None
-        if me_done:
+        if me.status == BPV_DONE:
             raw = ctypes.string_at(self._base + 2 * i * self._size + self._snap_off, SNAPSHOT_SIZE)
             cur = P.parse_snapshot(raw)
         op_done = op.status == BPV_DONE

@@ -30,7 +30,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from brawlkit.wire.constants import C
-from brawlkit.wire.protocol import PlayerState, Snapshot
+from brawlkit.wire.protocol import Snapshot
 
 MATCH_TICKS = int(C.BP_MATCH_TICKS)
 TICK_HZ = int(C.BP_TICK_HZ)
@@ -230,8 +230,9 @@ class TierWeights:
         return sum(self.streak_unit * fibonacci(min(k, self.streak_cap_index)) for k in range(1, n + 1))
 
 
-def _alive(p: PlayerState) -> bool:
-    return p.stocks > 0 and p.action_state not in (C.BP_AS_DEAD, C.BP_AS_RESPAWN)
+_NOT_ALIVE = (C.BP_AS_DEAD, C.BP_AS_RESPAWN)
+_OFFSTAGE = int(C.BP_PLAYER_FLAG_OFFSTAGE)
+_OVER = int(C.BP_PHASE_OVER)
 
 
 class TieredReward:
@@ -277,30 +278,42 @@ class TieredReward:
     def __call__(
         self, prev: Snapshot, cur: Snapshot, slot: int, ticks_elapsed: int, action: np.ndarray
     ) -> tuple[float, dict[str, float]]:
+        # Written out once (no helper calls, each player looked up once): this runs every
+        # env step, and the arithmetic is exactly _outcome_terms' / _damage_deltas'.
         w = self.w
         dt_s = max(0, int(ticks_elapsed)) / TICK_HZ
-        now = self._clock(cur)
-        me, op = cur.players[slot], cur.players[1 - slot]
+        now = self.match_ticks - int(cur.ticks_left)
+        pp, cp = prev.players, cur.players
+        me0, me, op0, op = pp[slot], cp[slot], pp[1 - slot], cp[1 - slot]
+        cur_over = cur.phase == _OVER
 
         # tier 1
-        outcome = _outcome_terms(
-            prev, cur, slot, w.damage_dealt, w.damage_taken, w.stock_taken, w.stock_lost,
-            w.win, w.loss, w.draw,
-        )
+        dealt = max(0.0, op.damage - op0.damage) if op.stocks == op0.stocks else 0.0
+        taken = max(0.0, me.damage - me0.damage) if me.stocks == me0.stocks else 0.0
+        outcome = w.damage_dealt * dealt - w.damage_taken * taken
+        outcome += w.stock_taken * max(0, op0.stocks - op.stocks)
+        outcome -= w.stock_lost * max(0, me0.stocks - me.stocks)
+        if cur_over and prev.phase != _OVER:
+            res = match_outcome(cur, slot)
+            if res == "win":
+                outcome += w.win
+            elif res == "loss":
+                outcome -= w.loss
+            elif res == "draw":
+                outcome -= w.draw
 
         # tier 2
         survival = 0.0
-        if _alive(me):
-            survival = -w.offstage_per_s * dt_s if me.offstage else w.on_stage_per_s * dt_s
+        if me.stocks > 0 and me.action_state not in _NOT_ALIVE:
+            survival = -w.offstage_per_s * dt_s if me.flags & _OFFSTAGE else w.on_stage_per_s * dt_s
 
         # tiers 3 + 4
-        dealt, _ = _damage_deltas(prev, cur, slot)
-        lost_stock = cur.players[slot].stocks < prev.players[slot].stocks
-        if dealt > 0 or op.stocks < prev.players[1 - slot].stocks or lost_stock:
+        lost_stock = me.stocks < me0.stocks
+        if dealt > 0 or op.stocks < op0.stocks or lost_stock:
             self._last_engage = now
         activity = time_pressure = 0.0
-        dist = math.hypot(op.x - me.x, op.y - me.y)
-        if (now - self._last_engage) > self._grace_ticks and dist > w.engage_distance and not cur.over:
+        if (now - self._last_engage) > self._grace_ticks and not cur_over \
+                and math.hypot(op.x - me.x, op.y - me.y) > w.engage_distance:
             m = time_pressure_multiplier(cur.ticks_left, self.match_ticks, w.time_pressure_start)
             activity = -w.idle_per_s * w.time_pressure_start * dt_s
             time_pressure = -w.idle_per_s * (m - w.time_pressure_start) * dt_s
@@ -323,7 +336,7 @@ class TieredReward:
             "time_pressure": time_pressure,
             "streak": streak,
         }
-        return float(sum(parts.values())), parts
+        return 0.0 + outcome + survival + activity + time_pressure + streak, parts
 
 
 # --------------------------------------------------------------------------- preset: LLM fighting

@@ -82,9 +82,8 @@ class BrawlpitVecEnv(DummyVecEnv):
                 python.append(i)
         if in_lane:
             assert lane is not None
-            lane.step(envs, in_lane, acts)
-            for i in in_lane:
-                results[i] = lane.finish(i, envs[i], acts[i])
+            for i, result in lane.step(envs, in_lane, acts):
+                results[i] = result
         for i in python:
             results[i] = envs[i].step_recv()  # type: ignore[attr-defined]
         return results

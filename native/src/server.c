@@ -1147,7 +1147,13 @@ static void serve(void) {
             perror("recvmmsg");
             break;
         }
-        for (int i = 0; i < n; i++) handle_packet(&S.udp.rx[i]);
+        for (int i = 0; i < n; i++) {
+            handle_packet(&S.udp.rx[i]);
+            /* an answer leaves as soon as it is ready, not after the whole batch: a
+             * client stepping N arenas starts on the first snapshot while this loop
+             * ticks the next arena (free-running broadcasts still leave in one batch) */
+            if (S.udp.ntx > 0 && i + 1 < n) bp_udp_flush(&S.udp);
+        }
         bp_udp_flush(&S.udp);
         if (n > 0) {
             last_rx = S.now;

@@ -35,8 +35,8 @@
 #define RX_BYTES 512
 /* longest single sleep in poll(2), ms: bounds how stale the budget check can get */
 #define POLL_SLICE_MS 10
-/* at most this many clients are waited on per poll(2) call: larger vectors are stepped
- * in chunks of it (one vec env never gets near it: it is 2 clients per env at most) */
+/* at most this many clients are waited on per poll(2) call (the rest are still polled
+ * without sleeping; a vec env has 2 clients per env at most) */
 #define BPV_MAX_POLL 256
 
 uint32_t bpv_client_size(void) { return (uint32_t)sizeof(BpvClient); }
@@ -65,7 +65,7 @@ static void send_cmd(BpvClient *c, const float *action, uint32_t repeat)
 }
 
 /* read what client c has queued; 1 once the snapshot answering its step is in */
-static int drain(BpvClient *c, uint32_t target, int layout, float *input)
+static int drain(BpvClient *c, int layout, float *input)
 {
     uint8_t buf[RX_BYTES];
     for (;;) {
@@ -86,7 +86,7 @@ static int drain(BpvClient *c, uint32_t target, int layout, float *input)
         memcpy(&sp, buf, sizeof sp);
         if (sp.hdr.magic != BP_MAGIC || sp.hdr.version != BP_PROTO_VERSION ||
             sp.hdr.type != BP_PKT_SNAPSHOT || sp.match.match_id != c->match_id ||
-            !(sp.hdr.tick >= target || sp.match.phase == BP_PHASE_OVER)) {
+            !(sp.hdr.tick >= c->target || sp.match.phase == BP_PHASE_OVER)) {
             c->skipped++;
             continue;
         }
@@ -101,70 +101,87 @@ static int drain(BpvClient *c, uint32_t target, int layout, float *input)
     }
 }
 
-static int step_chunk(BpvClient *c, int n, const float *actions, uint32_t repeat, int layout,
-                      int dim, float *inputs, uint32_t spin_us, uint32_t budget_us)
+void bpv_send(BpvClient *c, int n, const float *actions, uint32_t repeat)
 {
-    uint32_t target[BPV_MAX_POLL];
-    int pending = 0;
     for (int i = 0; i < n; i++) {
         if (!c[i].active) {
             c[i].status = BPV_IDLE;
             continue;
         }
-        pending++;
-        target[i] = c[i].tick + repeat;
+        c[i].target = c[i].tick + repeat;
         c[i].status = BPV_PENDING;
         c[i].err = 0;
         send_cmd(&c[i], actions + (size_t)i * BP_ACT_DIM, repeat);
     }
+}
+
+int bpv_next(BpvClient *c, int n, int layout, float *inputs, uint32_t spin_us, uint32_t budget_us)
+{
+    const int dim = bp_input_dim(layout);
+    if (dim <= 0 || n <= 0 || c == NULL || inputs == NULL) {
+        return -1;
+    }
     const double t0 = now_us();
-    while (pending > 0) {
-        int got = 0;
+    struct pollfd pfd[BPV_MAX_POLL];
+    for (;;) {
+        int m = 0;
         for (int i = 0; i < n; i++) {
-            if (c[i].status == BPV_PENDING && drain(&c[i], target[i], layout, inputs + (size_t)i * dim)) {
-                got++;
+            if (c[i].status != BPV_PENDING) {
+                continue;
+            }
+            if (drain(&c[i], layout, inputs + (size_t)i * dim)) {
+                return i;
             }
             if (c[i].status == BPV_ERR_RECV) {
                 c[i].status = BPV_PENDING; /* Python's loop reports it with context */
-                return pending - got;
+                return -2;
+            }
+            if (m < BPV_MAX_POLL) {
+                pfd[m++] = (struct pollfd){c[i].fd, POLLIN, 0};
             }
         }
-        pending -= got;
-        if (pending == 0) {
-            break;
+        if (m == 0) {
+            return -1;
         }
         const double dt = now_us() - t0;
         if (dt >= (double)budget_us) {
-            return pending;
+            return -2;
         }
-        if (got || dt < (double)spin_us) {
+        if (dt < (double)spin_us) {
             continue;
-        }
-        struct pollfd pfd[BPV_MAX_POLL];
-        int m = 0;
-        for (int i = 0; i < n; i++) {
-            if (c[i].status == BPV_PENDING) {
-                pfd[m++] = (struct pollfd){c[i].fd, POLLIN, 0};
-            }
         }
         int ms = (int)(((double)budget_us - dt) / 1000.0) + 1;
         (void)poll(pfd, (nfds_t)m, ms < POLL_SLICE_MS ? ms : POLL_SLICE_MS);
     }
-    return pending;
 }
 
 int bpv_step(BpvClient *c, int n, const float *actions, uint32_t repeat, int layout, float *inputs,
              uint32_t spin_us, uint32_t budget_us)
 {
-    const int dim = bp_input_dim(layout);
-    if (dim <= 0 || n < 0 || (n > 0 && (c == NULL || actions == NULL || inputs == NULL))) {
+    if (bp_input_dim(layout) <= 0 || n < 0 || (n > 0 && (c == NULL || actions == NULL || inputs == NULL))) {
         return -1;
     }
+    bpv_send(c, n, actions, repeat);
+    while (bpv_next(c, n, layout, inputs, spin_us, budget_us) >= 0) {
+    }
     int left = 0;
-    for (int k = 0; k < n; k += BPV_MAX_POLL) {
-        int m = n - k < BPV_MAX_POLL ? n - k : BPV_MAX_POLL;
-        left += step_chunk(c + k, m, actions + (size_t)k * BP_ACT_DIM, repeat, layout, dim,
-                           inputs + (size_t)k * dim, spin_us, budget_us);
+    for (int i = 0; i < n; i++) {
+        left += c[i].status == BPV_PENDING;
     }
     return left;
+}
+
+int bpv_inputs(const uint8_t *snaps, int n, const int32_t *slots, const BpCommand *prev, int layout,
+               float *inputs)
+{
+    const int dim = bp_input_dim(layout);
+    if (dim <= 0 || n < 0 || (n > 0 && (snaps == NULL || slots == NULL || prev == NULL || inputs == NULL))) {
+        return -1;
+    }
+    int refused = 0;
+    for (int i = 0; i < n; i++) {
+        refused += bp_input_from_snapshot(snaps + (size_t)i * sizeof(SnapshotPacket), sizeof(SnapshotPacket),
+                                          slots[i], layout, &prev[i], inputs + (size_t)i * dim) != BP_OBS_OK;
+    }
+    return refused;
 }

@@ -47,6 +47,8 @@ typedef struct {
     /* in/out: match and tick of the newest snapshot (where this step starts) */
     uint32_t match_id;
     uint32_t tick;
+    /* out: the tick the step's answer must reach (tick + repeat when sent) */
+    uint32_t target;
     /* out: BPV_* status, errno of a recv error, datagrams read but not accepted
      * (stale ticks, other packet types, malformed: Python's loop would skip them too) */
     int32_t status;
@@ -72,5 +74,21 @@ uint32_t bpv_client_size(void);
  * or -1 if `layout` is unknown or n < 0 (nothing sent). */
 int bpv_step(BpvClient *c, int n, const float *actions, uint32_t repeat, int layout, float *inputs,
              uint32_t spin_us, uint32_t budget_us);
+
+/* The same in two halves, so the caller can work on each answer as it arrives while
+ * the server still ticks the others: bpv_send sends every active client's CMD (status
+ * BPV_PENDING); each bpv_next returns the index of one more client whose answer is now
+ * in (BPV_DONE, input built), -1 when none is pending, or -2 when nothing arrived for
+ * budget_us (or a recv failed): the pending ones stay BPV_PENDING for Python. */
+void bpv_send(BpvClient *c, int n, const float *actions, uint32_t repeat);
+int bpv_next(BpvClient *c, int n, int layout, float *inputs, uint32_t spin_us, uint32_t budget_us);
+
+/* Policy inputs of `layout` for n SNAPSHOT datagrams laid end to end (snaps[i *
+ * sizeof(SnapshotPacket) ..]), each seen by slots[i] with previous command prev[i]
+ * (what the lane builds, for callers whose snapshots come from elsewhere: the
+ * in-process reference of `bench env`).  Returns the number of snapshots refused
+ * (their rows untouched), or -1 for an unknown layout or NULL arguments. */
+int bpv_inputs(const uint8_t *snaps, int n, const int32_t *slots, const BpCommand *prev, int layout,
+               float *inputs);
 
 #endif /* BRAWLPIT_VECSTEP_H */
