@@ -115,14 +115,26 @@ def _cum(stats: pstats.Stats, func: str, file_part: str) -> float:
     return tot
 
 
+def _tot(stats: pstats.Stats, func: str, file_part: str) -> float:
+    """Own time (without callees) of ``func`` in files matching ``file_part``."""
+    tot = 0.0
+    for (fname, _line, name), (_cc, _nc, tt, _ct, _callers) in stats.stats.items():  # type: ignore[attr-defined]
+        if name == func and file_part in fname:
+            tot += tt
+    return tot
+
+
 def breakdown(prof: cProfile.Profile, wall: float) -> dict[str, float]:
     """Shares of the profiled wall time (profiler overhead inflates Python-heavy parts)."""
     st = pstats.Stats(prof)
     total = sum(v[2] for v in st.stats.values())  # type: ignore[attr-defined]
     env = _cum(st, "step_wait", "brawlkit/env/vecenv.py")
+    # the fast lane's C call (send, wait, inputs) is the lane generator's own time
+    lane = _tot(st, "step", "brawlkit/env/fastlane.py")
     wait = _cum(st, "_wait", "brawlkit/env/brawlpit.py")
     obs = _cum(st, "build_input", "brawlkit/env/observation.py")
     rew = _cum(st, "__call__", "brawlkit/env/rewards.py")
+    parse = _cum(st, "parse_snapshot", "brawlkit/wire/protocol.py")
     send = _cum(st, "step_send", "brawlkit/env/brawlpit.py")
     fwd = _cum(st, "forward", "stable_baselines3/common/policies.py")
     upd = _cum(st, "train", "stable_baselines3/ppo/ppo.py")
@@ -131,8 +143,10 @@ def breakdown(prof: cProfile.Profile, wall: float) -> dict[str, float]:
     return {
         "profiled_seconds": round(total, 3),
         "env_step": round(env / denom, 3),
+        "env_step/lane": round(lane / denom, 3),
         "env_step/udp_wait": round(wait / denom, 3),
         "env_step/observation": round(obs / denom, 3),
+        "env_step/parse": round(parse / denom, 3),
         "env_step/reward": round(rew / denom, 3),
         "env_step/send": round(send / denom, 3),
         "policy_forward": round(fwd / denom, 3),

@@ -215,7 +215,8 @@ class FastLane:
             i = row >> 1
             left -= 1
             raw = ctypes.string_at(base + 2 * i * self._size + self._snap_off, SNAPSHOT_SIZE)
-            yield i, envs[i]._lane_result(P.parse_snapshot(raw), actions[i], self.inputs[2 * i].copy())
+            yield i, envs[i]._lane_result(P.snapshot_from_checked(raw), actions[i],
+                                          self.inputs[2 * i].copy())
         if left:  # an answer did not come in time: those envs' own loops finish them
             for i in lane_idx:
                 if BPV_PENDING in (clients[2 * i].status, clients[2 * i + 1].status):
