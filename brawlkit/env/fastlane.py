@@ -199,8 +199,8 @@ class FastLane:
         for i in lane_idx:
             self._stepped[i] = True
             op_fn = envs[i]._op_fn
-            if op_fn is not None:
-                acts[2 * i + 1] = op_fn(self.inputs[2 * i + 1])
+            if op_fn is not None:  # its own array, as the Python path gives it (one may keep it)
+                acts[2 * i + 1] = op_fn(self.inputs[2 * i + 1].copy())
         lib, base, n, clients = self._lib, self._base, 2 * self.n_envs, self.clients
         lib.bpv_send(base, n, acts.ctypes.data, self.action_repeat)
         self.steps += 1
