@@ -51,6 +51,10 @@ _MODE_IDS = {"realtime": C.BP_MODE_REALTIME, "fastforward": C.BP_MODE_FASTFORWAR
              "lockstep": C.BP_MODE_LOCKSTEP}
 
 
+#: info key of each reward tier name ("reward/<tier>"), filled as tiers are seen
+_REWARD_KEYS: dict[str, str] = {}
+
+
 def _nonce() -> int:
     return int.from_bytes(os.urandom(4), "little")
 
@@ -505,8 +509,9 @@ class BrawlpitEnv(gym.Env[np.ndarray, np.ndarray]):
             "opponent": self._op_label,
             "outcome": outcome,
         }
-        for k, v in tiers.items():
-            info[f"reward/{k}"] = v
+        keys = _REWARD_KEYS
+        for k, v in tiers.items():  # "reward/<tier>", the key built once per tier name
+            info[keys.get(k) or keys.setdefault(k, f"reward/{k}")] = v
         return info
 
     @property
