@@ -107,20 +107,12 @@ def measure(kind: str, n_envs: int, steps: int, vec: str = "inproc", n_steps: in
             group.close()
 
 
-def _cum(stats: pstats.Stats, func: str, file_part: str) -> float:
+def _cum(stats: pstats.Stats, func: str, file_part: str, own: bool = False) -> float:
+    """Cumulative time (``own``: without callees) of ``func`` in files matching ``file_part``."""
     tot = 0.0
-    for (fname, _line, name), (_cc, _nc, _tt, ct, _callers) in stats.stats.items():  # type: ignore[attr-defined]
+    for (fname, _line, name), (_cc, _nc, tt, ct, _callers) in stats.stats.items():  # type: ignore[attr-defined]
         if name == func and file_part in fname:
-            tot += ct
-    return tot
-
-
-def _tot(stats: pstats.Stats, func: str, file_part: str) -> float:
-    """Own time (without callees) of ``func`` in files matching ``file_part``."""
-    tot = 0.0
-    for (fname, _line, name), (_cc, _nc, tt, _ct, _callers) in stats.stats.items():  # type: ignore[attr-defined]
-        if name == func and file_part in fname:
-            tot += tt
+            tot += tt if own else ct
     return tot
 
 
@@ -130,7 +122,7 @@ def breakdown(prof: cProfile.Profile, wall: float) -> dict[str, float]:
     total = sum(v[2] for v in st.stats.values())  # type: ignore[attr-defined]
     env = _cum(st, "step_wait", "brawlkit/env/vecenv.py")
     # the fast lane's C call (send, wait, inputs) is the lane generator's own time
-    lane = _tot(st, "step", "brawlkit/env/fastlane.py")
+    lane = _cum(st, "step", "brawlkit/env/fastlane.py", own=True)
     wait = _cum(st, "_wait", "brawlkit/env/brawlpit.py")
     obs = _cum(st, "build_input", "brawlkit/env/observation.py")
     rew = _cum(st, "__call__", "brawlkit/env/rewards.py")
