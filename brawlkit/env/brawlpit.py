@@ -36,13 +36,13 @@ import gymnasium as gym
 import numpy as np
 
 from brawlkit.env.actions import ACT_DIM, NEUTRAL, Decoded, decode_action
-from brawlkit.env.client import UdpClient, receive_until, send_step_commands
+from brawlkit.env.client import EnvError, ServerLink, UdpClient, send_step_commands
 from brawlkit.env.observation import INPUT_LAYOUT, OBS_BOUND, build_input, check_input_layout
 from brawlkit.env.rewards import OutcomeReward, RewardFn, match_outcome
 from brawlkit.wire import protocol as P
 from brawlkit.wire.constants import C
 from brawlkit.wire.protocol import Snapshot, snapshot_or_none
-from brawlkit.wire.server import MODES, ServerError, ServerProcess
+from brawlkit.wire.server import MODES, ServerProcess
 
 Opponent = str | Callable[[np.ndarray], np.ndarray] | None
 
@@ -57,10 +57,6 @@ _REWARD_KEYS: dict[str, str] = {}
 
 def _nonce() -> int:
     return int.from_bytes(os.urandom(4), "little")
-
-
-class EnvError(RuntimeError):
-    """The env lost its server or received nothing usable in time."""
 
 
 def parse_opponent(spec: Opponent) -> tuple[int, Callable[[np.ndarray], np.ndarray] | None, str]:
@@ -88,7 +84,7 @@ def parse_opponent(spec: Opponent) -> tuple[int, Callable[[np.ndarray], np.ndarr
     )
 
 
-class BrawlpitEnv(gym.Env[np.ndarray, np.ndarray]):
+class BrawlpitEnv(ServerLink, gym.Env[np.ndarray, np.ndarray]):
     """BRAWLPIT over real UDP: slot 0 is the policy, slot 1 the opponent.
 
     Args:
@@ -208,68 +204,14 @@ class BrawlpitEnv(gym.Env[np.ndarray, np.ndarray]):
         self._lane_exit: Callable[[], None] | None = None
 
     # ------------------------------------------------------------------ plumbing
-    @property
-    def address(self) -> tuple[str, int]:
-        if self._address is None:
-            assert self.server is not None
-            self._address = self.server.address
-        return self._address
-
-    def _dead(self) -> None:
-        if self.server is not None and not self.server.alive():
-            try:
-                self.server.check_alive()
-            except ServerError as e:
-                raise EnvError(f"the game server died: {e}") from None
-
-    def _wait(
-        self, client: UdpClient, accept: Callable[[bytes], bool], resend: bytes | list[bytes] | None = None,
-        timeout: float | None = None,
-    ) -> bytes:
-        """Receive until ``accept(datagram)`` (:func:`~brawlkit.env.client.receive_until`:
-        busy-poll, then select; ``resend`` re-sent so a lost datagram cannot stall a
-        lockstep exchange); a dead server or no answer raises :class:`EnvError`."""
-        timeout = self.recv_timeout if timeout is None else timeout
-        again = [resend] if isinstance(resend, bytes) else (resend or [])
-        data = receive_until(client, accept, timeout, again, self._dead)
-        if data is None:
-            self._dead()
-            raise EnvError(
-                f"no answer from brawlpit_server at {self.address} within {timeout:.1f}s "
-                f"(mode {self.mode}); is it running and reachable?"
-            )
-        return data
-
     def _join(self, want_slot: int, op: int, arena_id: int = 0) -> UdpClient:
         """HELLO until WELCOME: slot ``want_slot`` of a new arena (``BP_ARENA_CREATE``,
         configured from this env), of arena ``arena_id`` (``BP_ARENA_JOIN``) or of any
         arena with it free (``BP_ARENA_ANY``); an ERROR reply raises :class:`EnvError`."""
-        client = UdpClient(self.address, self._poll_us)
-        nonce = _nonce()
-        hello = P.pack_hello(client.next_seq(), want_slot, nonce, arena_op=op, arena_id=arena_id,
-                             mode=_MODE_IDS[self.mode], cpu_level=self._cpu_level,
-                             seed=self._seed_base or 0,
-                             speed=self._speed if self.mode == "fastforward" else 0.0)
-        client.send(hello)
-
-        def accept(d: bytes) -> bool:
-            try:
-                hdr = P.validate_datagram(d)
-            except P.ProtocolError:
-                return False
-            if hdr.type == C.BP_PKT_ERROR:
-                err = P.parse_payload(d, P.NetError)
-                raise EnvError(f"server at {self.address} refused HELLO for slot {want_slot}: "
-                               f"code {err.code} {err.text.decode(errors='replace')}")
-            return hdr.type == C.BP_PKT_WELCOME and P.parse_payload(d, P.NetWelcome).nonce == nonce
-
-        try:
-            data = self._wait(client, accept, resend=hello)
-        except BaseException:
-            client.close()
-            raise
-        w = P.parse_payload(data, P.NetWelcome)
-        client.session, client.slot = w.session, w.slot
+        client, w = self._hello(want_slot, _nonce(), f"slot {want_slot}", arena_op=op,
+                                arena_id=arena_id, mode=_MODE_IDS[self.mode],
+                                cpu_level=self._cpu_level, seed=self._seed_base or 0,
+                                speed=self._speed if self.mode == "fastforward" else 0.0)
         self._known_match = w.match_id
         self.arena_id = w.arena_id
         return client

@@ -13,6 +13,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from brawlkit.wire import protocol as P
+from brawlkit.wire.constants import C
+from brawlkit.wire.server import ServerError, ServerProcess
 
 #: how often a request still unanswered is sent again (s): a lost datagram either way
 #: costs this much, and CMD, HELLO and a same-nonce RESET are idempotent server-side
@@ -127,3 +129,78 @@ def receive_until(client: UdpClient, accept: Callable[[bytes], bool], timeout: f
         if now >= deadline:
             return None
         select.select([client.fd], [], [], min(0.01, max(0.0, deadline - now)))
+
+
+class EnvError(RuntimeError):
+    """The env lost its server or received nothing usable in time."""
+
+
+class ServerLink:
+    """What an env that plays on a ``brawlpit_server`` needs, written once: the server's
+    address, the dead-server check, the receive loop with its errors, and the
+    HELLO/WELCOME join (:class:`~brawlkit.env.BrawlpitEnv` and the PettingZoo view both
+    inherit it).  The subclass sets ``server``, ``_address``, ``recv_timeout`` and
+    ``_poll_us``."""
+
+    server: ServerProcess | None
+    _address: tuple[str, int] | None
+    recv_timeout: float
+    _poll_us: float
+
+    @property
+    def address(self) -> tuple[str, int]:
+        if self._address is None:
+            assert self.server is not None
+            self._address = self.server.address
+        return self._address
+
+    def _dead(self) -> None:
+        """Raise :class:`EnvError` with the server's log tail if its process has died."""
+        if self.server is not None and not self.server.alive():
+            try:
+                self.server.check_alive()
+            except ServerError as e:
+                raise EnvError(f"the game server died: {e}") from None
+
+    def _wait(self, client: UdpClient, accept: Callable[[bytes], bool],
+              resend: bytes | Sequence[bytes] | None = None, timeout: float | None = None) -> bytes:
+        """Receive until ``accept(datagram)`` (:func:`receive_until`: busy-poll, then
+        select; ``resend`` re-sent so a lost datagram cannot stall a lockstep exchange); a
+        dead server or no answer raises :class:`EnvError`."""
+        timeout = self.recv_timeout if timeout is None else timeout
+        again = [resend] if isinstance(resend, bytes) else list(resend or [])
+        data = receive_until(client, accept, timeout, again, self._dead)
+        if data is None:
+            self._dead()
+            raise EnvError(
+                f"no answer from brawlpit_server at {self.address} within {timeout:.1f}s "
+                f"(slot {client.slot}); is it running and reachable?"
+            )
+        return data
+
+    def _hello(self, want_slot: int, nonce: int, what: str, **hello: Any) -> tuple[UdpClient, Any]:
+        """HELLO (``pack_hello`` keywords ``hello``) until the WELCOME carrying ``nonce``:
+        the joined client, with its session and slot set, and the ``NetWelcome``.  An
+        ERROR reply raises :class:`EnvError` naming ``what`` was asked for."""
+        client = UdpClient(self.address, self._poll_us)
+        packet = P.pack_hello(client.next_seq(), want_slot, nonce, **hello)
+        client.send(packet)
+
+        def accept(d: bytes) -> bool:
+            try:
+                hdr = P.validate_datagram(d)
+            except P.ProtocolError:
+                return False
+            if hdr.type == C.BP_PKT_ERROR:
+                err = P.parse_payload(d, P.NetError)
+                raise EnvError(f"server at {self.address} refused HELLO for {what}: "
+                               f"code {err.code} {err.text.decode(errors='replace')}")
+            return hdr.type == C.BP_PKT_WELCOME and P.parse_payload(d, P.NetWelcome).nonce == nonce
+
+        try:
+            w = P.parse_payload(self._wait(client, accept, resend=packet), P.NetWelcome)
+        except BaseException:
+            client.close()
+            raise
+        client.session, client.slot = w.session, w.slot
+        return client, w

@@ -47,8 +47,8 @@ except ImportError as e:  # a pinned requirement, but only this module needs it
     ) from e
 
 from brawlkit.env.actions import ACT_DIM, NEUTRAL, Decoded, decode_action
-from brawlkit.env.brawlpit import EnvError, _nonce
-from brawlkit.env.client import UdpClient, receive_until, send_step_commands
+from brawlkit.env.brawlpit import _nonce
+from brawlkit.env.client import EnvError, ServerLink, UdpClient, send_step_commands
 from brawlkit.env.observation import (
     INPUT_LAYOUT,
     OBS_BOUND,
@@ -61,13 +61,13 @@ from brawlkit.env.rewards import RewardFn, make_reward, match_outcome
 from brawlkit.wire import protocol as P
 from brawlkit.wire.constants import C
 from brawlkit.wire.protocol import Snapshot, snapshot_or_none
-from brawlkit.wire.server import ServerError, ServerProcess
+from brawlkit.wire.server import ServerProcess
 
 AGENTS: tuple[str, str] = ("player_0", "player_1")
 """the agent names; ``player_i`` plays slot ``i``"""
 
 
-class BrawlpitParallelEnv(ParallelEnv[str, np.ndarray, np.ndarray]):
+class BrawlpitParallelEnv(ServerLink, ParallelEnv[str, np.ndarray, np.ndarray]):
     """One lockstep BRAWLPIT match over real UDP, both seats agents (PettingZoo Parallel API).
 
     Args:
@@ -191,68 +191,21 @@ class BrawlpitParallelEnv(ParallelEnv[str, np.ndarray, np.ndarray]):
         return agent
 
     # ------------------------------------------------------------------ plumbing
-    @property
-    def address(self) -> tuple[str, int]:
-        if self._address is None:
-            assert self.server is not None
-            self._address = self.server.address
-        return self._address
-
-    def _dead(self) -> None:
-        if self.server is not None and not self.server.alive():
-            try:
-                self.server.check_alive()
-            except ServerError as e:
-                raise EnvError(f"the game server died: {e}") from None
-
-    def _wait(self, client: UdpClient, accept: Callable[[bytes], bool],
-              resend: list[bytes] | None = None) -> bytes:
-        """Receive on ``client`` until ``accept(datagram)`` (:func:`receive_until`, as
-        ``BrawlpitEnv``); a dead server or no answer raises :class:`EnvError`."""
-        data = receive_until(client, accept, self.recv_timeout, resend or [], self._dead)
-        if data is None:
-            self._dead()
-            raise EnvError(f"no answer from brawlpit_server at {self.address} within "
-                           f"{self.recv_timeout:.1f}s for slot {client.slot}; is it running "
-                           f"and reachable?")
-        return data
-
     def _join(self, slot: int) -> UdpClient:
         """HELLO until WELCOME: slot 0 creates a lockstep arena without a CPU, slot 1 JOINs it."""
-        client = UdpClient(self.address, self._poll_us)
-        nonce = _nonce()
         if slot == 0:
             op, arena = C.BP_ARENA_CREATE, 0
         else:
             assert self.arena_id is not None
             op, arena = C.BP_ARENA_JOIN, self.arena_id
-        hello = P.pack_hello(client.next_seq(), slot, nonce, arena_op=op, arena_id=arena,
-                             mode=C.BP_MODE_LOCKSTEP, cpu_level=C.BP_CPU_NONE,
-                             seed=(self._seed_base or 0) & 0xFFFFFFFF, speed=0.0)
-        client.send(hello)
-
-        def accept(d: bytes) -> bool:
-            try:
-                hdr = P.validate_datagram(d)
-            except P.ProtocolError:
-                return False
-            if hdr.type == C.BP_PKT_ERROR:
-                err = P.parse_payload(d, P.NetError)
-                raise EnvError(f"server at {self.address} refused HELLO for slot {slot} "
-                               f"(arena {arena or 'new'}): code {err.code} "
-                               f"{err.text.decode(errors='replace')}")
-            return hdr.type == C.BP_PKT_WELCOME and P.parse_payload(d, P.NetWelcome).nonce == nonce
-
-        try:
-            w = P.parse_payload(self._wait(client, accept, resend=[hello]), P.NetWelcome)
-        except BaseException:
-            client.close()
-            raise
+        client, w = self._hello(slot, _nonce(), f"slot {slot} (arena {arena or 'new'})",
+                                arena_op=op, arena_id=arena, mode=C.BP_MODE_LOCKSTEP,
+                                cpu_level=C.BP_CPU_NONE,
+                                seed=(self._seed_base or 0) & 0xFFFFFFFF, speed=0.0)
         if w.slot != slot or w.mode != C.BP_MODE_LOCKSTEP:
             client.close()
             raise EnvError(f"server at {self.address} gave slot {w.slot} in mode {w.mode}; expected "
                            f"slot {slot} of a lockstep arena")
-        client.session, client.slot = w.session, w.slot
         self._known_match = max(self._known_match, w.match_id)
         self.arena_id = w.arena_id
         return client
