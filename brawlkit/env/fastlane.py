@@ -86,9 +86,9 @@ def lib() -> ctypes.CDLL:
     so.bpv_step.restype = ctypes.c_int
     so.bpv_send.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_uint32]
     so.bpv_send.restype = None
-    so.bpv_next.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_void_p,
-                            ctypes.c_uint32, ctypes.c_uint32]
-    so.bpv_next.restype = ctypes.c_int
+    so.bpv_ready.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_void_p,
+                             ctypes.c_uint32, ctypes.c_uint32, ctypes.c_void_p]
+    so.bpv_ready.restype = ctypes.c_int
     so.bpv_inputs.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
                               ctypes.c_int, ctypes.c_void_p]
     so.bpv_inputs.restype = ctypes.c_int
@@ -139,6 +139,8 @@ class FastLane:
         self._snap_off = BpvClient.snap.offset
         self.actions = np.zeros((2 * n_envs, ACT_DIM), np.float32)
         self.inputs = np.zeros((2 * n_envs, self.dim), np.float32)
+        self._rows = np.zeros(2 * n_envs, np.int32)
+        self._need = [0] * n_envs
         self.loaded = [False] * n_envs
         self._stepped = [False] * n_envs
         #: vector steps the lane ran, and env steps it handed back to Python's loop
@@ -196,27 +198,34 @@ class FastLane:
         are computed while the server still ticks the others' arenas."""
         acts = self.actions
         acts[0::2] = actions
+        need = self._need  # answers each env waits for: its own, and its opponent client's
         for i in lane_idx:
             self._stepped[i] = True
             op_fn = envs[i]._op_fn
+            need[i] = 1
             if op_fn is not None:  # its own array, as the Python path gives it (one may keep it)
                 acts[2 * i + 1] = op_fn(self.inputs[2 * i + 1].copy())
+                need[i] = 2
         lib, base, n, clients = self._lib, self._base, 2 * self.n_envs, self.clients
         lib.bpv_send(base, n, acts.ctypes.data, self.action_repeat)
         self.steps += 1
         layout, inputs, spin = self.input_layout, self.inputs.ctypes.data, self.spin_us
+        rows, rows_ptr = self._rows, self._rows.ctypes.data
+        size, snap_off = self._size, self._snap_off
         left = len(lane_idx)
         while left:
-            row = lib.bpv_next(base, n, layout, inputs, spin, BUDGET_US)
-            if row < 0:
+            k = lib.bpv_ready(base, n, layout, inputs, spin, BUDGET_US, rows_ptr)
+            if k < 0:
                 break
-            if clients[row ^ 1].status == BPV_PENDING:
-                continue  # the env's other client is still waiting
-            i = row >> 1
-            left -= 1
-            raw = ctypes.string_at(base + 2 * i * self._size + self._snap_off, SNAPSHOT_SIZE)
-            yield i, envs[i]._lane_result(P.snapshot_from_checked(raw), actions[i],
-                                          self.inputs[2 * i].copy())
+            for row in rows[:k].tolist():
+                i = row >> 1
+                need[i] -= 1
+                if need[i]:
+                    continue  # the env's other client (its callable opponent's) still waits
+                left -= 1
+                raw = ctypes.string_at(base + 2 * i * size + snap_off, SNAPSHOT_SIZE)
+                yield i, envs[i]._lane_result(P.snapshot_from_checked(raw), actions[i],
+                                              self.inputs[2 * i].copy())
         if left:  # an answer did not come in time: those envs' own loops finish them
             for i in lane_idx:
                 if BPV_PENDING in (clients[2 * i].status, clients[2 * i + 1].status):

@@ -5,7 +5,9 @@
  *         generated commander posture; brawlkit/env/fastlane.py loads it)
  * Test:   pytest tests/test_fastlane.py (lane vs Python path, step for step)
  *
- * What one call does, per client, in this order:
+ * What a step does (bpv_step; or bpv_send, then bpv_ready until every answer is in, so
+ * the caller works on the first answers while the server still ticks the rest), per
+ * client, in this order:
  *   1. decode its action (bp_action_decode, the twin of brawlkit/env/actions.py) and
  *      send one CMD (header + UserCmd, docs/protocol.md) covering [tick, tick+repeat);
  *   2. after every client has sent, receive: each datagram is read whole (recv of up
@@ -115,30 +117,35 @@ void bpv_send(BpvClient *c, int n, const float *actions, uint32_t repeat)
     }
 }
 
-int bpv_next(BpvClient *c, int n, int layout, float *inputs, uint32_t spin_us, uint32_t budget_us)
+int bpv_ready(BpvClient *c, int n, int layout, float *inputs, uint32_t spin_us, uint32_t budget_us,
+              int32_t *rows)
 {
     const int dim = bp_input_dim(layout);
-    if (dim <= 0 || n <= 0 || c == NULL || inputs == NULL) {
+    if (dim <= 0 || n <= 0 || c == NULL || inputs == NULL || rows == NULL) {
         return -1;
     }
     const double t0 = now_us();
     struct pollfd pfd[BPV_MAX_POLL];
     for (;;) {
-        int m = 0;
+        int m = 0, got = 0;
         for (int i = 0; i < n; i++) {
             if (c[i].status != BPV_PENDING) {
                 continue;
             }
             if (drain(&c[i], layout, inputs + (size_t)i * dim)) {
-                return i;
+                rows[got++] = i;
+                continue;
             }
             if (c[i].status == BPV_ERR_RECV) {
                 c[i].status = BPV_PENDING; /* Python's loop reports it with context */
-                return -2;
+                return got > 0 ? got : -2;
             }
             if (m < BPV_MAX_POLL) {
                 pfd[m++] = (struct pollfd){c[i].fd, POLLIN, 0};
             }
+        }
+        if (got > 0) {
+            return got;
         }
         if (m == 0) {
             return -1;
@@ -161,8 +168,13 @@ int bpv_step(BpvClient *c, int n, const float *actions, uint32_t repeat, int lay
     if (bp_input_dim(layout) <= 0 || n < 0 || (n > 0 && (c == NULL || actions == NULL || inputs == NULL))) {
         return -1;
     }
+    int32_t rows[BPV_MAX_POLL];
     bpv_send(c, n, actions, repeat);
-    while (bpv_next(c, n, layout, inputs, spin_us, budget_us) >= 0) {
+    for (int k = 0; k < n; k += BPV_MAX_POLL) { /* rows[] holds at most BPV_MAX_POLL */
+        int m = n - k < BPV_MAX_POLL ? n - k : BPV_MAX_POLL;
+        while (bpv_ready(c + k, m, layout, inputs + (size_t)k * bp_input_dim(layout), spin_us,
+                         budget_us, rows) > 0) {
+        }
     }
     int left = 0;
     for (int i = 0; i < n; i++) {

@@ -75,13 +75,16 @@ uint32_t bpv_client_size(void);
 int bpv_step(BpvClient *c, int n, const float *actions, uint32_t repeat, int layout, float *inputs,
              uint32_t spin_us, uint32_t budget_us);
 
-/* The same in two halves, so the caller can work on each answer as it arrives while
+/* The same in two halves, so the caller can work on the answers as they arrive while
  * the server still ticks the others: bpv_send sends every active client's CMD (status
- * BPV_PENDING); each bpv_next returns the index of one more client whose answer is now
- * in (BPV_DONE, input built), -1 when none is pending, or -2 when nothing arrived for
- * budget_us (or a recv failed): the pending ones stay BPV_PENDING for Python. */
+ * BPV_PENDING); each bpv_ready waits until at least one pending client's answer is in,
+ * takes every answer that is in by then (BPV_DONE, input built), writes their indices
+ * to rows[0..k) (rows has room for n) and returns k >= 1; -1 when none is pending; -2
+ * when nothing arrived for budget_us (or a recv failed): the pending ones stay
+ * BPV_PENDING for Python. */
 void bpv_send(BpvClient *c, int n, const float *actions, uint32_t repeat);
-int bpv_next(BpvClient *c, int n, int layout, float *inputs, uint32_t spin_us, uint32_t budget_us);
+int bpv_ready(BpvClient *c, int n, int layout, float *inputs, uint32_t spin_us, uint32_t budget_us,
+              int32_t *rows);
 
 /* Policy inputs of `layout` for n SNAPSHOT datagrams laid end to end (snaps[i *
  * sizeof(SnapshotPacket) ..]), each seen by slots[i] with previous command prev[i]
