@@ -38,6 +38,45 @@ def test_split_envs() -> None:
         split_envs(2, 3)
 
 
+def test_step_reply_must_answer_the_request_just_sent() -> None:
+    """The trainer's side of the step protocol, without Ray: a reply is read only if it
+    answers the request just sent (kind and sequence number); a stale one, an error
+    report or a hang-up makes the worker lost, its connection closed."""
+    from brawlkit.distributed.channel import ERROR, STEP, Channel, decode_step, encode_step
+
+    obs = np.arange(6, dtype=np.float32).reshape(2, 3)
+    parts = encode_step(obs, np.array([0.5, -1], np.float32), np.array([True, False]),
+                        np.array([False, True]), [{"a": 1}, {"b": None}])
+    o, r, te, tr, inf = decode_step(memoryview(b"".join(parts)), 2, (3,), 3)
+    np.testing.assert_array_equal(o, obs)
+    assert r.tolist() == [0.5, -1] and te.tolist() == [True, False] and tr.tolist() == [False, True]
+    assert inf == [{"a": 1}, {"b": None}]
+
+    def venv_with(peer_frames: list[tuple[int, int, bytes]]) -> tuple[Any, Any]:
+        a, b = socket.socketpair()
+        rv = object.__new__(RayVecEnv)  # only the reply logic: no actors
+        rv.channels, rv._seq, rv._dead, rv._why, rv._lost_at = [Channel(a)], 7, set(), {}, {}
+        peer = Channel(b)
+        for kind, seq, body in peer_frames:
+            peer.send(kind, seq, body)
+        return rv, peer
+
+    rv, peer = venv_with([(STEP, 7, b"ok")])
+    assert bytes(rv._reply(0, STEP, time.monotonic() + 5)) == b"ok" and not rv._dead
+    rv, peer = venv_with([(STEP, 6, b"late")])  # the answer to an earlier request
+    assert rv._reply(0, STEP, time.monotonic() + 5) is None
+    assert rv._dead == {0} and "#6" in rv._why[0] and rv.channels[0].closed
+    rv, peer = venv_with([(ERROR, 7, b"ServerError: server died")])
+    assert rv._reply(0, STEP, time.monotonic() + 5) is None and "server died" in rv._why[0]
+    rv, peer = venv_with([])
+    peer.close()
+    assert rv._reply(0, STEP, time.monotonic() + 5) is None and "closed" in rv._why[0]
+    rv, peer = venv_with([])
+    t0 = time.monotonic()
+    assert rv._reply(0, STEP, time.monotonic() + 0.3) is None and "timeout" in rv._why[0]
+    assert time.monotonic() - t0 < 2
+
+
 @pytest.fixture(scope="module")
 def ray_local() -> Iterator[None]:
     from brawlkit.distributed.cluster import RayConnection
@@ -180,6 +219,83 @@ def test_train_ray_writes_a_checkpoint(ray_local: None, tmp_path: Path, capsys: 
     assert meta["config"]["ray"] == "local" and meta["config"]["ray_workers"] == 2
     progress = (ckpt.parent / "progress.csv").read_text().splitlines()[0].split(",")
     assert "ray/worker_losses" in progress
+
+
+def _knock(address: list[Any], frame: bytes) -> bytes:
+    """Connect to a worker's step port, send ``frame``, return what comes back before
+    the worker hangs up (b"" = hung up without a word)."""
+    with socket.create_connection(tuple(address), timeout=15) as s:
+        s.sendall(frame)
+        try:
+            return s.recv(1024)
+        except ConnectionResetError:
+            return b""
+
+
+@pytest.mark.servers
+def test_step_connection_token_and_lost_worker_detection(ray_local: None) -> None:
+    """The per-step socket: a stranger without the token is hung up on and cannot step
+    the envs; a worker killed while the trainer waits on its socket is noticed at once
+    (EOF, not the 60 s step timeout); a worker that stops answering is lost after
+    ``step_timeout``, and its replacement's replies are the ones read afterwards."""
+    import threading
+
+    from brawlkit.distributed.channel import AUTH, HEADER, STEP
+
+    rv = RayVecEnv(2, 2, env_kwargs={"opponent": "cpu:3"}, reward="tiered", step_timeout=60)
+    try:
+        rv.seed(5)
+        rv.reset()
+        a = np.zeros((2, 6), np.float32)
+        rv.step(a)
+        addr = rv.worker_info[0]["address"]
+        wrong = HEADER.pack(32, AUTH, 0) + b"x" * 32
+        assert _knock(addr, wrong) == b""
+        acts = a[:1].tobytes()
+        assert _knock(addr, HEADER.pack(len(acts), STEP, 1) + acts) == b""  # no token first
+        assert _knock(addr, HEADER.pack(1 << 20, AUTH, 0)) == b""  # no 1 MB "token" either
+        o, _, d, _ = rv.step(a)
+        assert not rv.events and o.shape == (2, rv.observation_space.shape[0])
+
+        # killed while the trainer waits: stopped first, so its reply cannot come first
+        victim = dict(rv.worker_info[0])
+        os.kill(victim["pid"], signal.SIGSTOP)
+        killed: dict[str, float] = {}
+
+        def kill() -> None:
+            time.sleep(1.0)
+            killed["t"] = time.time()
+            os.kill(victim["pid"], signal.SIGKILL)
+
+        t = threading.Thread(target=kill)
+        t.start()
+        rv.step_async(a)
+        _, r, d, infos = rv.step_wait()
+        t.join()
+        assert len(rv.events) == 1 and rv.events[0]["worker"] == 0
+        assert "step connection" in rv.events[0]["reason"]
+        assert rv.events[0]["detected"] - killed["t"] < 5.0  # not the 60 s timeout
+        assert d[0] and infos[0]["worker_lost"] and infos[0]["TimeLimit.truncated"]
+        assert "worker_lost" not in infos[1]
+
+        # stops answering: lost after step_timeout, then the replacement steps
+        rv.step_timeout = 2.0
+        stopped = dict(rv.worker_info[1])
+        os.kill(stopped["pid"], signal.SIGSTOP)
+        t0 = time.monotonic()
+        _, _, d, infos = rv.step(a)
+        assert len(rv.events) == 2 and rv.events[1]["worker"] == 1
+        assert "step timeout" in rv.events[1]["reason"]
+        assert rv.events[1]["detected"] - rv.events[1]["time"] < 0  # detected, then replaced
+        assert d[1] and infos[1]["worker_lost"] and not d[0]
+        assert time.monotonic() - t0 >= 2.0
+        assert process_gone(stopped["pid"], within=15)
+        for _ in range(3):
+            o, _, _, infos = rv.step(a)
+            assert not any(i.get("worker_lost") for i in infos)
+        assert len(rv.events) == 2 and not rv._dead
+    finally:
+        rv.close()
 
 
 class _PoolSampler:

@@ -223,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
                     "running cluster; omitted or 'local': a local Ray instance)")
     ap.add_argument("--ray-workers", type=int, default=2, help="with --ray: env workers (default 2)")
     ap.add_argument("--ray-n-envs", type=int, default=16,
-                    help="with --ray: envs (default 16: 8 per worker share each remote call)")
+                    help="with --ray: envs (default 16: 8 per worker share each step round trip)")
     ap.add_argument("--repeats", type=int, default=2,
                     help="alternate the compared runs this many times and keep the best of each "
                     "(default 2)")

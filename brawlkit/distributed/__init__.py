@@ -3,7 +3,9 @@
 * :mod:`~brawlkit.distributed.worker` — :class:`EnvWorker`: a game server with several
   arenas and their envs, run as a Ray actor (plain Python: no Ray import);
 * :mod:`~brawlkit.distributed.vecenv` — :class:`RayVecEnv`, the SB3 ``VecEnv`` over the
-  workers (one remote call per worker per step), with lost-worker replacement;
+  workers, with lost-worker replacement;
+* :mod:`~brawlkit.distributed.channel` — the per-step data path: one authenticated TCP
+  connection per worker, a tiny framed protocol (Ray carries only the rare calls);
 * :mod:`~brawlkit.distributed.cluster` — connecting: a local instance sized to this
   machine, or a running cluster;
 * :mod:`~brawlkit.distributed.training` — what ``train --ray`` plugs into the PPO loop.

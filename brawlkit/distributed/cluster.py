@@ -13,8 +13,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
-#: object store of a local instance: the workers' traffic is steps of a few KB and
-#: a pool of ~20 KB blobs, so 150 MB is plenty (Ray's minimum is ~75 MB)
+#: object store of a local instance: the steps do not go through Ray (the workers' step
+#: connections), what does is a pool of ~20 KB blobs and a few small calls, so 150 MB is
+#: plenty (Ray's minimum is ~75 MB)
 LOCAL_OBJECT_STORE_BYTES = 150 * 1024 * 1024
 LOCAL_ADDRESSES = ("", "local")
 

@@ -1,23 +1,31 @@
 """``RayVecEnv``: a stable-baselines3 ``VecEnv`` whose envs live in Ray actors.
 
 The envs are split into contiguous slices, one per :class:`~brawlkit.distributed.worker.EnvWorker`
-actor (a game server with several arenas, on any node).  Each step:
+actor (a game server with several arenas, on any node).  Ray places, starts, kills and
+replaces the actors and carries the rare calls; the steps travel over one direct TCP
+connection per worker (:mod:`~brawlkit.distributed.channel`; the worker's address comes
+back from its ``info()``, the connection proves itself with a random token the actor
+was constructed with), because a Ray actor call costs about as much as a whole local
+step.  Each step:
 
-* ``step_async`` sends every worker its slice of the actions — one non-blocking remote
-  call per worker, so all workers (and all their servers) step at once;
-* ``step_wait`` gathers the results in worker order (= env order), applies SB3's
+* ``step_async`` writes every worker its slice of the actions (raw float32) — all
+  writes before any read, so all workers (and all their servers) step at once;
+* ``step_wait`` reads the replies in worker order (= env order), applies SB3's
   conventions (``terminal_observation``, ``TimeLimit.truncated``) and resets the
   finished envs with the next opponent the trainer's sampler picks — in env order,
   like the in-process :class:`~brawlkit.env.vecenv.BrawlpitVecEnv` does, so the
-  sampler, its payoff record and the callbacks see the same sequence of calls.
+  sampler, its payoff record and the callbacks see the same sequence of calls (the
+  resets go over the same connections: requests to all workers first, then replies).
 
 League opponents travel as member ids; :meth:`RayVecEnv.sync_pool` ships the blobs of
 members the sampler's pool gained (called between rollouts by
 :class:`~brawlkit.distributed.training.RayCallback`, and before a member is first sent).
 
-**A lost worker** (its process killed, its node gone, an exception inside it, or no
-answer within ``step_timeout``) is replaced by a fresh actor with the same slice and a
-fresh game server.  Its envs' episodes cannot continue, and their last transition
+**A lost worker** (its process killed — its connection then ends at once —, its node
+gone, an exception inside it, a reply that does not answer the request just sent, or
+no answer within ``step_timeout``) is replaced by a fresh actor with the same slice and a
+fresh game server and a fresh connection (so a late reply of the old worker can never
+be read as the new one's).  Its envs' episodes cannot continue, and their last transition
 never arrived; the step returns them as ended by a time limit — ``done``, reward 0,
 ``TimeLimit.truncated=True``, ``terminal_observation`` = the last observation the
 agent saw from them — so SB3's GAE bootstraps from the value of that state instead
@@ -28,6 +36,9 @@ outcome, so no result enters the payoff.  :attr:`RayVecEnv.events` lists every l
 
 from __future__ import annotations
 
+import pickle
+import secrets
+import socket
 import sys
 import time
 from collections.abc import Sequence
@@ -38,6 +49,17 @@ import numpy as np
 from stable_baselines3.common.vec_env import VecEnv
 from stable_baselines3.common.vec_env.base_vec_env import VecEnvIndices, VecEnvStepReturn
 
+from brawlkit.distributed.channel import (
+    AUTH,
+    ERROR,
+    RESET_SOME,
+    SEQ_MOD,
+    STEP,
+    Channel,
+    ChannelError,
+    decode_step,
+    tune,
+)
 from brawlkit.distributed.cluster import RayConnection, require_ray
 from brawlkit.distributed.worker import EnvWorker
 
@@ -74,7 +96,7 @@ class RayVecEnv(VecEnv):
 
     Args:
         n_envs, n_workers: envs in total and actors they are split over.
-        env_kwargs, reward, servers_per_worker, server_spin_us: what each
+        env_kwargs, reward, servers_per_worker, server_spin_us, env_poll_us: what each
             :class:`~brawlkit.distributed.worker.EnvWorker` is built with.
         sampler: the trainer's opponent sampler (``None``: each env's default opponent).
         address: Ray address (``None``/``"local"``: a local instance sized to this machine;
@@ -88,7 +110,8 @@ class RayVecEnv(VecEnv):
     def __init__(self, n_envs: int, n_workers: int = 2, env_kwargs: dict[str, Any] | None = None,
                  reward: str = "tiered", sampler: Any = None, address: str | None = None,
                  worker_cpus: float | None = None, servers_per_worker: int = 1,
-                 server_spin_us: int | None = 0, step_timeout: float = 60.0,
+                 server_spin_us: int | None = 0, env_poll_us: float | None = 0.0,
+                 step_timeout: float = 60.0,
                  startup_timeout: float = 180.0, max_worker_losses: int = 20,
                  verbose: bool = True) -> None:
         self._slices = split_envs(n_envs, n_workers)
@@ -100,7 +123,8 @@ class RayVecEnv(VecEnv):
         self.max_worker_losses = max_worker_losses
         self.verbose = verbose
         self._worker_args = dict(env_kwargs=dict(env_kwargs or {}), reward=reward,
-                                 servers=servers_per_worker, server_spin_us=server_spin_us)
+                                 servers=servers_per_worker, server_spin_us=server_spin_us,
+                                 env_poll_us=env_poll_us)
         cpus = self.connection.cluster_cpus()
         self._cpus = worker_cpus if worker_cpus is not None else min(1.0, max(cpus, 0.01) / n_workers)
         self._actor_cls = self.ray.remote(EnvWorker)
@@ -109,28 +133,90 @@ class RayVecEnv(VecEnv):
         self.events: list[dict[str, Any]] = []
         self._dead: set[int] = set()
         self._why: dict[int, str] = {}
+        self._lost_at: dict[int, float] = {}
         self._pool: list[tuple[dict[str, Any], bytes | None]] = []
         self._pool_ref: Any = None
         self._shipped: set[str] = set()
-        self._refs: list[Any] = []
+        self.channels: list[Channel | None] = []
+        self._seq = 0
         self._seed_base: int | None = None
         self._closed = False
         try:
-            self.workers = [self._spawn(w) for w in range(n_workers)]
+            spawned = [self._spawn(w) for w in range(n_workers)]
+            self.workers = [a for a, _ in spawned]
             self.worker_info = self._wait_started(self.workers)
+            self.channels = [self._connect(info, token)
+                             for info, (_, token) in zip(self.worker_info, spawned, strict=True)]
             obs_space, act_space = self.ray.get(self.workers[0].spaces.remote())
         except BaseException:
             self.close()
             raise
-        self._last_obs = np.zeros((n_envs, *obs_space.shape), np.float32)
+        self._obs_shape: tuple[int, ...] = tuple(obs_space.shape)  # type: ignore[arg-type]
+        self._obs_size = int(np.prod(self._obs_shape))
+        self._last_obs = np.zeros((n_envs, *self._obs_shape), np.float32)
         super().__init__(n_envs, obs_space, act_space)
 
     # ------------------------------------------------------------ the actors
-    def _spawn(self, w: int) -> Any:
+    def _spawn(self, w: int) -> tuple[Any, bytes]:
+        """A new actor for worker ``w``'s slice and the token its step server wants."""
         sl = self._slices[w]
+        token = secrets.token_bytes(32)
         opts = dict(num_cpus=self._cpus, max_restarts=0, scheduling_strategy="SPREAD")
-        return self._actor_cls.options(**opts).remote(  # type: ignore[attr-defined]
-            sl.stop - sl.start, worker_index=w, **self._worker_args)
+        actor = self._actor_cls.options(**opts).remote(  # type: ignore[attr-defined]
+            sl.stop - sl.start, worker_index=w, token=token, **self._worker_args)
+        return actor, token
+
+    def _connect(self, info: dict[str, Any], token: bytes) -> Channel:
+        """The step connection to a started worker, authenticated."""
+        host, port = info["address"]
+        deadline = time.monotonic() + self.startup_timeout
+        sock = socket.create_connection((host, port), timeout=self.startup_timeout)
+        ch = Channel(sock)
+        try:
+            tune(sock)
+            ch.send(AUTH, 0, token)
+            kind, seq, _ = ch.recv(deadline)
+            if kind != AUTH or seq != 0:
+                raise ChannelError(f"worker {info['index']} refused the step connection")
+        except BaseException:
+            ch.close()
+            raise
+        return ch
+
+    def _lose(self, w: int, why: str) -> None:
+        """Worker ``w`` is lost: its connection is closed at once (whatever it still
+        sends is never read) and :meth:`_replace` will take over its slice."""
+        self._dead.add(w)
+        self._why.setdefault(w, why)
+        self._lost_at.setdefault(w, time.time())
+        ch = self.channels[w] if w < len(self.channels) else None
+        if ch is not None:
+            ch.close()
+
+    def _request(self, w: int, kind: int, payload: Any) -> None:
+        ch = self.channels[w]
+        assert ch is not None
+        try:
+            ch.send(kind, self._seq, payload)
+        except OSError as e:
+            self._lose(w, f"step connection: {type(e).__name__}: {e}")
+
+    def _reply(self, w: int, kind: int, deadline: float) -> memoryview | None:
+        """Worker ``w``'s answer to the request just sent, or ``None`` (then it is lost)."""
+        ch = self.channels[w]
+        assert ch is not None
+        try:
+            got, seq, payload = ch.recv(deadline)
+        except ChannelError as e:
+            self._lose(w, f"step connection: {e}")
+            return None
+        if got == ERROR:
+            self._lose(w, f"error in the worker: {bytes(payload).decode(errors='replace')}")
+            return None
+        if got != kind or seq != self._seq:
+            self._lose(w, f"step connection: reply {got}/#{seq} to request {kind}/#{self._seq}")
+            return None
+        return payload
 
     def _wait_started(self, actors: Sequence[Any]) -> list[dict[str, Any]]:
         refs = [a.info.remote() for a in actors]
@@ -163,8 +249,7 @@ class RayVecEnv(VecEnv):
             try:
                 out[i] = ray.get(refs[i], timeout=max(0.1, deadline - time.monotonic()))
             except Exception as e:  # noqa: BLE001 - RayActorError, RayTaskError, GetTimeoutError
-                self._dead.add(i)
-                self._why[i] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+                self._lose(i, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
         return out
 
     def _replace(self, w: int) -> tuple[np.ndarray, list[dict[str, Any]]]:
@@ -176,12 +261,17 @@ class RayVecEnv(VecEnv):
             raise WorkerLost(f"{losses} Ray env workers lost in this run (last: worker {w}, "
                              f"{reason}); giving up — see the workers' logs under Ray's "
                              "session directory (docs/distributed.md)")
+        lost_at = self._lost_at.pop(w, time.time())
+        ch = self.channels[w]
+        if ch is not None:
+            ch.close()
         try:
             self.ray.kill(self.workers[w], no_restart=True)
         except Exception:  # noqa: BLE001 - already gone
             pass
-        actor = self._spawn(w)
+        actor, token = self._spawn(w)
         info = self._wait_started([actor])[0]
+        self.channels[w] = self._connect(info, token)
         if self._pool:
             self.ray.get(actor.add_members.remote(self._pool))
         sl = self._slices[w]
@@ -195,7 +285,8 @@ class RayVecEnv(VecEnv):
         self._dead.discard(w)
         event = {"worker": w, "reason": reason, "envs": list(range(sl.start, sl.stop)),
                  "old_pid": old.get("pid"), "old_node": old.get("node_id"),
-                 "new_pid": info["pid"], "new_node": info["node_id"], "time": time.time()}
+                 "new_pid": info["pid"], "new_node": info["node_id"], "detected": lost_at,
+                 "time": time.time()}
         self.events.append(event)
         if self.verbose:
             print(f"ray: env worker {w} lost ({reason}); replaced by pid {info['pid']} — envs "
@@ -245,7 +336,7 @@ class RayVecEnv(VecEnv):
         outs = self._gather(refs, timeout=self.startup_timeout)
         obs = np.empty((self.num_envs, *self.observation_space.shape), np.float32)  # type: ignore[misc]
         for w, (sl, out) in enumerate(zip(self._slices, outs, strict=True)):
-            o, infos = out if out is not None else self._replace(w)
+            o, infos = out if out is not None and w not in self._dead else self._replace(w)
             obs[sl] = o
             self.reset_infos[sl] = infos
         self._reset_seeds()
@@ -254,15 +345,30 @@ class RayVecEnv(VecEnv):
         return obs
 
     def step_async(self, actions: np.ndarray) -> None:
-        acts = np.asarray(actions, np.float32)
-        self._refs = [None if w in self._dead else a.step.remote(np.ascontiguousarray(acts[sl]))
-                      for w, (a, sl) in enumerate(zip(self.workers, self._slices, strict=True))]
+        acts = np.ascontiguousarray(actions, np.float32)
+        self._seq = (self._seq + 1) % SEQ_MOD
+        self._sent = []
+        for w, sl in enumerate(self._slices):
+            if w not in self._dead:
+                self._request(w, STEP, acts[sl])
+            self._sent.append(w not in self._dead)
 
     def step_wait(self) -> VecEnvStepReturn:
         n = self.num_envs
-        outs = self._gather(self._refs)
-        self._refs = []
-        obs = np.empty((n, *self.observation_space.shape), np.float32)  # type: ignore[misc]
+        deadline = time.monotonic() + self.step_timeout
+        outs: list[Any] = [None] * len(self._slices)
+        for w, sl in enumerate(self._slices):
+            if not self._sent[w] or w in self._dead:
+                continue
+            payload = self._reply(w, STEP, deadline)
+            if payload is None:
+                continue
+            try:
+                outs[w] = decode_step(payload, sl.stop - sl.start, self._obs_shape,
+                                      self._obs_size)
+            except Exception as e:  # noqa: BLE001 - a garbled reply: the worker is not trusted
+                self._lose(w, f"step connection: bad step reply ({type(e).__name__}: {e})")
+        obs = np.empty((n, *self._obs_shape), np.float32)
         rews = np.zeros(n, np.float32)
         dones = np.zeros(n, bool)
         infos: list[dict[str, Any]] = [{} for _ in range(n)]
@@ -273,29 +379,17 @@ class RayVecEnv(VecEnv):
                 continue
             o, r, te, tr, inf = out
             obs[sl], rews[sl] = o, r
+            done_w = te | tr
+            dones[sl] = done_w
             for j in range(sl.stop - sl.start):
-                i = sl.start + j
-                done = bool(te[j] or tr[j])
-                inf[j]["TimeLimit.truncated"] = bool(tr[j] and not te[j])
-                dones[i] = done
-                if done:
-                    inf[j]["terminal_observation"] = o[j]
+                info = inf[j]
+                info["TimeLimit.truncated"] = bool(tr[j] and not te[j])
+                if done_w[j]:
+                    info["terminal_observation"] = o[j]
                     resets.setdefault(w, {})[j] = opponent_spec(self.sampler)
-                infos[i] = inf[j]
+                infos[sl.start + j] = info
         if resets:
-            self._ship_for([s for d in resets.values() for s in d.values()])
-            refs: list[Any] = [None] * len(self.workers)
-            for w, specs in resets.items():
-                if w not in self._dead:
-                    refs[w] = self.workers[w].reset_some.remote(specs)
-            back = self._gather(refs)
-            for w in resets:
-                if back[w] is None:  # lost between its step and the reset: cut the rest too
-                    self._dead.add(w)
-                    continue
-                for j, (o, info) in back[w].items():
-                    obs[self._slices[w].start + j] = o
-                    self.reset_infos[self._slices[w].start + j] = info
+            self._reset_finished(resets, obs)
         for w in sorted(self._dead):
             sl = self._slices[w]
             new_obs, new_infos = self._replace(w)
@@ -317,11 +411,47 @@ class RayVecEnv(VecEnv):
         self._last_obs = obs.copy()
         return obs, rews, dones, infos
 
+    def _reset_finished(self, resets: dict[int, dict[int, Any]], obs: np.ndarray) -> None:
+        """Reset the finished envs ``{worker: {local index: spec}}`` over the step
+        connections — every request out before any reply is read."""
+        specs = [s for d in resets.values() for s in d.values()]
+        self._ship_for(specs)
+        plain = all(s is None or isinstance(s, str) for s in specs)
+        self._seq = (self._seq + 1) % SEQ_MOD
+        asked = []
+        for w, d in resets.items():
+            if w in self._dead:
+                continue
+            # a callable opponent (a sampler's sample()) needs cloudpickle, as Ray used
+            blob = (pickle.dumps(d, protocol=pickle.HIGHEST_PROTOCOL) if plain
+                    else self.ray.cloudpickle.dumps(d))
+            self._request(w, RESET_SOME, blob)
+            asked.append(w)
+        deadline = time.monotonic() + self.step_timeout
+        for w in asked:
+            if w in self._dead:
+                continue
+            payload = self._reply(w, RESET_SOME, deadline)
+            if payload is None:  # lost between its step and the reset: step_wait cuts the rest
+                continue
+            try:
+                back = pickle.loads(payload)
+            except Exception as e:  # noqa: BLE001
+                self._lose(w, f"step connection: bad reset reply ({type(e).__name__}: {e})")
+                continue
+            start = self._slices[w].start
+            for j, (o, info) in back.items():
+                obs[start + j] = o
+                self.reset_infos[start + j] = info
+
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
         ray = self.ray
+        for ch in self.channels:
+            if ch is not None:
+                ch.close()
         if self.workers:
             refs = [a.close.remote() for a in self.workers]
             try:
