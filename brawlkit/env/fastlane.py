@@ -1,12 +1,13 @@
-"""The vec env's fast lane: one C call per vector step (``native/src/vecstep.c``).
+"""The vec env's fast lane: a vector step in C (``native/src/vecstep.c``).
 
 Why: on a 2-core machine the trainer's own Python per env step — decode the action,
 pack and send the CMD, wait for and parse the SNAPSHOT, build the 79-value policy
 input — cost PPO more than the server's simulation (docs/benchmarks.md).  The lane
-hands all of it but the reward and the info to ``bpv_step`` in ``libbrawlvec.so``:
-one call sends every env's CMD (and every callable opponent's), receives every
-answer and builds every policy input with ``obs.c`` — the C twin the native bot plays
-with, bit-identical to :func:`brawlkit.env.observation.build_input` (parity-tested).
+hands all of it but the reward and the info to ``libbrawlvec.so``: one ``bpv_send``
+sends every env's CMD (and every callable opponent's), and each ``bpv_ready`` takes the
+answers that are in, each with its policy input built by ``obs.c`` — the C twin the
+native bot plays with, bit-identical to :func:`brawlkit.env.observation.build_input`
+(parity-tested) — so Python works on one env's answer while the server ticks the next.
 
 What stays in Python, unchanged: the reward object and the info dict (pluggable,
 stateful), the reset (HELLO, RESET with its nonce), the opponent callables, and every
@@ -114,14 +115,14 @@ def build_inputs(snaps: bytes, slots: np.ndarray, prev: ctypes.Array[BpCommand],
 
 
 class FastLane:
-    """Clients of ``n_envs`` envs for ``bpv_step``: row ``2*i`` is env *i*'s own client,
+    """Clients of ``n_envs`` envs for ``bpv_send`` / ``bpv_ready``: row ``2*i`` is env *i*'s own client,
     row ``2*i+1`` its callable opponent's (inactive without one).
 
     Args:
         n_envs: envs of the vec env.
         action_repeat, input_layout: what every env in the lane uses (an env with other
             values stays on the Python path).
-        spin_us: how long ``bpv_step`` busy-polls before it sleeps in ``poll``.
+        spin_us: how long ``bpv_ready`` busy-polls before it sleeps in ``poll``.
     """
 
     def __init__(self, n_envs: int, action_repeat: int, input_layout: int, spin_us: float = 200.0):
@@ -211,7 +212,6 @@ class FastLane:
         self.steps += 1
         layout, inputs, spin = self.input_layout, self.inputs.ctypes.data, self.spin_us
         rows, rows_ptr = self._rows, self._rows.ctypes.data
-        size, snap_off = self._size, self._snap_off
         left = len(lane_idx)
         while left:
             k = lib.bpv_ready(base, n, layout, inputs, spin, BUDGET_US, rows_ptr)
@@ -223,21 +223,23 @@ class FastLane:
                 if need[i]:
                     continue  # the env's other client (its callable opponent's) still waits
                 left -= 1
-                raw = ctypes.string_at(base + 2 * i * size + snap_off, SNAPSHOT_SIZE)
-                yield i, envs[i]._lane_result(P.snapshot_from_checked(raw), actions[i],
-                                              self.inputs[2 * i].copy())
+                yield i, envs[i]._lane_result(P.snapshot_from_checked(self._answer(i)),
+                                              actions[i], self.inputs[2 * i].copy())
         if left:  # an answer did not come in time: those envs' own loops finish them
             for i in lane_idx:
                 if BPV_PENDING in (clients[2 * i].status, clients[2 * i + 1].status):
                     yield i, self._fallback(i, envs[i], actions[i])
+
+    def _answer(self, i: int) -> bytes:
+        """The SNAPSHOT bytes that answered env ``i``'s step (its own client's ``snap``)."""
+        return ctypes.string_at(self._base + 2 * i * self._size + self._snap_off, SNAPSHOT_SIZE)
 
     def _fallback(self, i: int, env: BrawlpitEnv, action: np.ndarray) -> tuple[Any, ...]:
         self.fallbacks += 1
         me, op = self.clients[2 * i], self.clients[2 * i + 1]
         cur: Snapshot | None = None
         if me.status == BPV_DONE:
-            raw = ctypes.string_at(self._base + 2 * i * self._size + self._snap_off, SNAPSHOT_SIZE)
-            cur = P.parse_snapshot(raw)
+            cur = P.snapshot_from_checked(self._answer(i))
         op_done = op.status == BPV_DONE
         self.release(i, env)
         return env._lane_fallback(cur, op_done, action)

@@ -374,7 +374,7 @@ def parse_snapshot(data: bytes) -> Snapshot:
 def snapshot_from_checked(data: bytes) -> Snapshot:
     """:func:`parse_snapshot` without its checks, for SNAPSHOT bytes C has already
     validated the same way (length, magic, version, type, every float finite): the vec
-    env's fast lane, whose ``bpv_next`` accepts a datagram only after those checks."""
+    env's fast lane, whose ``bpv_ready`` accepts a datagram only after those checks."""
     v = _SNAP.unpack(data)
     return Snapshot(
         v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11],
