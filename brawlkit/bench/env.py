@@ -139,6 +139,7 @@ def bench_inprocess_lane_like(n: int, steps: int, seed: int, repeat: int = 4) ->
     arenas: the inputs of all ``n`` built in one C call, each snapshot parsed, rewarded
     (:class:`~brawlkit.env.rewards.OutcomeReward`, the env's default) and described in an
     info dict like the env's."""
+    from brawlkit.env.brawlpit import step_info
     from brawlkit.env.fastlane import BpCommand, build_inputs
     from brawlkit.env.observation import INPUT_LAYOUTS
     from brawlkit.env.rewards import OutcomeReward, match_outcome
@@ -162,12 +163,8 @@ def bench_inprocess_lane_like(n: int, steps: int, seed: int, repeat: int = 4) ->
             for i, m in enumerate(ms):
                 snap, prev = parse_snapshot(raws[i]), prev_snaps[i]
                 r, tiers = rewards[i](prev, snap, 0, snap.tick - prev.tick, acts[(k + i) % steps])
-                me, op = snap.players
-                infos.append({"ticks_elapsed": snap.tick - prev.tick, "tick": snap.tick,
-                        "ticks_left": snap.ticks_left, "self_damage": me.damage,
-                        "other_damage": op.damage, "self_stocks": me.stocks,
-                        "other_stocks": op.stocks, "opponent": "cpu:3",
-                        "outcome": match_outcome(snap, 0), **{f"reward/{t}": v for t, v in tiers.items()}})
+                infos.append(step_info(snap, snap.tick - prev.tick, match_outcome(snap, 0), tiers,
+                                       "cpu:3"))
                 prev_snaps[i] = snap
                 if m.over:
                     prev_snaps[i] = parse_snapshot(m.reset(seed + i))

@@ -55,6 +55,28 @@ _MODE_IDS = {"realtime": C.BP_MODE_REALTIME, "fastforward": C.BP_MODE_FASTFORWAR
 _REWARD_KEYS: dict[str, str] = {}
 
 
+def step_info(snap: Snapshot, elapsed: int, outcome: str | None, tiers: dict[str, float],
+              opponent: str) -> dict[str, Any]:
+    """The ``info`` of one step ended by ``snap`` (slot 0's view): what the env returns,
+    and what ``bench env``'s in-process reference builds to do the same work."""
+    me, op = snap.players[0], snap.players[1]
+    info: dict[str, Any] = {
+        "ticks_elapsed": elapsed,
+        "tick": snap.tick,
+        "ticks_left": snap.ticks_left,
+        "self_damage": me.damage,
+        "other_damage": op.damage,
+        "self_stocks": me.stocks,
+        "other_stocks": op.stocks,
+        "opponent": opponent,
+        "outcome": outcome,
+    }
+    keys = _REWARD_KEYS
+    for k, v in tiers.items():  # "reward/<tier>", the key built once per tier name
+        info[keys.get(k) or keys.setdefault(k, f"reward/{k}")] = v
+    return info
+
+
 def _nonce() -> int:
     return int.from_bytes(os.urandom(4), "little")
 
@@ -439,22 +461,7 @@ class BrawlpitEnv(ServerLink, gym.Env[np.ndarray, np.ndarray]):
 
     def _info(self, snap: Snapshot, elapsed: int, outcome: str | None,
               tiers: dict[str, float]) -> dict[str, Any]:
-        me, op = snap.players[0], snap.players[1]
-        info: dict[str, Any] = {
-            "ticks_elapsed": elapsed,
-            "tick": snap.tick,
-            "ticks_left": snap.ticks_left,
-            "self_damage": me.damage,
-            "other_damage": op.damage,
-            "self_stocks": me.stocks,
-            "other_stocks": op.stocks,
-            "opponent": self._op_label,
-            "outcome": outcome,
-        }
-        keys = _REWARD_KEYS
-        for k, v in tiers.items():  # "reward/<tier>", the key built once per tier name
-            info[keys.get(k) or keys.setdefault(k, f"reward/{k}")] = v
-        return info
+        return step_info(snap, elapsed, outcome, tiers, self._op_label)
 
     @property
     def last_snapshot(self) -> Snapshot | None:
