@@ -193,3 +193,27 @@ def test_make_reward_factory_and_overrides():
         make_reward("nope")
     with pytest.raises(ValueError):
         make_reward("tiered:bogus=1")
+
+
+def test_tiered_outcome_tier_is_the_shared_outcome_arithmetic() -> None:
+    """TieredReward writes tier 1 out inline (it runs every env step); it must stay the
+    arithmetic of ``_outcome_terms`` — the one OutcomeReward uses — to the last bit."""
+    from brawlkit.env.rewards import _outcome_terms
+
+    rng = np.random.default_rng(3)
+    w = TierWeights(damage_dealt=0.013, damage_taken=0.007, stock_taken=1.3, stock_lost=0.9,
+                    win=3.5, loss=2.5, draw=0.7)
+    for k in range(2000):
+        slot = int(rng.integers(0, 2))
+        players = [[player(float(rng.uniform(-50, 50)), damage=float(rng.uniform(0, 150)),
+                           stocks=int(rng.integers(0, 4)), slot=s) for s in (0, 1)] for _ in (0, 1)]
+        over = k % 5 == 0
+        prev = snap(5000, *players[0])
+        cur = snap(4996, *players[1], phase=int(C.BP_PHASE_OVER if over else C.BP_PHASE_PLAYING),
+                   winner=int(rng.choice([C.BP_WINNER_NONE, 0, 1, C.BP_WINNER_DRAW])))
+        r = TieredReward(w)
+        r.reset(prev, slot)
+        _, tiers = r(prev, cur, slot, 4, ACT)
+        assert tiers["outcome"] == _outcome_terms(prev, cur, slot, w.damage_dealt, w.damage_taken,
+                                                  w.stock_taken, w.stock_lost, w.win, w.loss,
+                                                  w.draw), k
