@@ -139,6 +139,7 @@ class RayVecEnv(VecEnv):
         self._shipped: set[str] = set()
         self.channels: list[Channel | None] = []
         self._seq = 0
+        self._sent: list[bool] = []  # which workers the pending step was sent to
         self._seed_base: int | None = None
         self._closed = False
         try:
