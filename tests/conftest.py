@@ -62,9 +62,9 @@ def obs_bin() -> Path:
 
 @pytest.fixture(scope="session")
 def sim_lib() -> Any:
-    """libbrawlpit.so through the one set of ctypes bindings (brawlkit.env.sim)."""
+    """libbrawlpit.so through the one set of ctypes bindings (brawlkit.wire.sim)."""
     native("libbrawlpit.so")
-    from brawlkit.env.sim import lib
+    from brawlkit.wire.sim import lib
 
     return lib()
 
@@ -82,7 +82,7 @@ def cc() -> list[str]:
 @pytest.fixture
 def server_factory() -> Iterator[Callable[..., Any]]:
     """``make(mode=..., cpu_level=..., ...)`` -> a started ServerProcess, closed after the test."""
-    from brawlkit.wire.server import ServerProcess
+    from brawlkit.wire.server_process import ServerProcess
 
     started: list[ServerProcess] = []
 

@@ -17,7 +17,7 @@ from helpers import LossyProxy, RawClient
 from brawlkit.env import BrawlpitEnv, EnvError
 from brawlkit.wire import protocol as P
 from brawlkit.wire.constants import C
-from brawlkit.wire.server import ServerGroup
+from brawlkit.wire.server_process import ServerGroup
 
 pytestmark = pytest.mark.servers
 

@@ -20,7 +20,7 @@ import pytest
 from helpers import ROOT, RegistryServer, add_agent, last_json, run_cli
 
 from brawlkit.export import bpw as ex
-from brawlkit.league.pool import LeagueDir
+from brawlkit.league.directory import LeagueDir
 from brawlkit.league.records import Member
 
 pytestmark = pytest.mark.timeout(120)

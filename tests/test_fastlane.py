@@ -27,7 +27,7 @@ from brawlkit.env.rewards import make_reward
 from brawlkit.env.vecenv import BrawlpitVecEnv
 from brawlkit.wire import protocol as P
 from brawlkit.wire.constants import C
-from brawlkit.wire.server import ServerGroup
+from brawlkit.wire.server_process import ServerGroup
 
 
 def test_bpvclient_mirror_matches_c(cc: list[str], tmp_path: Path) -> None:

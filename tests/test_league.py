@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from helpers import ROOT, last_json, run_cli
 
-from brawlkit.league.pool import LeagueDir
+from brawlkit.league.directory import LeagueDir
 from brawlkit.league.records import ROLES, permanent_ids
 
 pytestmark = [pytest.mark.training, pytest.mark.servers]
@@ -73,8 +73,8 @@ def test_an_exploiters_reset_keeps_its_log_and_starts_a_lineage(small_league):
     """--exploiter-reset-every 1: the main exploiter starts over after every generation;
     each reset is a new lineage, and the trainer's progress.csv still holds the
     rollouts of the generations before it (a new SB3 logger used to truncate it)."""
-    from brawlkit.league import overview
-    from brawlkit.league.plots import LeagueView
+    from brawlkit.report import league_overview as overview
+    from brawlkit.report.league_plots import LeagueView
 
     view = LeagueView.load(small_league, bootstrap=0)
     assert overview.resets(view.members, "main_exploiter") == [1, 2]
@@ -189,3 +189,46 @@ def test_ctrl_c_stops_the_league_cleanly(tmp_path):
     time.sleep(0.5)
     assert not (_servers() - before), "orphan game servers"
     assert json.loads(json.dumps([m.to_json() for m in pool.members()]))
+
+
+def test_an_exploiters_reset_survives_a_resume(tmp_path):
+    """A run stopped right after a reset generation resumes from the *fresh* weights the
+    uninterrupted run would have trained on, as a new lineage (no parent) — not from the
+    generation's saved pre-reset weights with that generation as its parent.  (It failed
+    before the fix: the zip is saved before the reset swaps the weights in.)"""
+    import numpy as np
+    from stable_baselines3 import PPO
+
+    from brawlkit.training.checkpoints import list_checkpoints
+
+    league, run = tmp_path / "league", tmp_path / "run"
+    tiny = TINY[TINY.index("--n-envs"):]  # everything but the generation count and steps
+    base = ["train", "--role", "main_exploiter", "--league-dir", str(league), "--run-dir",
+            str(run), "--no-progress", "--steps-per-generation", "256", *tiny]
+    for extra in ((), ("--resume",)):
+        r = run_cli(*base, "--generations", "1", *extra, timeout=300)
+        assert r.returncode == 0, r.stderr[-3000:]
+    meta0 = json.loads(list_checkpoints(run)[0][1].read_text())
+    meta1 = json.loads(list_checkpoints(run)[-1][1].read_text())
+    assert meta1["generation"] == 1 and meta1["parent"] is None
+    pool = LeagueDir(league, create=False)
+    g1 = next(m for m in pool.members() if m.id == meta1["member"])
+    assert g1.parent is None, "the generation after a reset starts a lineage"
+
+    def weights(zip_path: Path) -> np.ndarray:
+        pol = PPO.load(str(zip_path), device="cpu").policy
+        return np.concatenate([p.detach().numpy().ravel() for p in pol.parameters()])
+
+    w0, w1 = weights(run / "gen_0000.zip"), weights(run / "gen_0001.zip")
+    # the fresh weights the reset after generation 0 draws (seeded by seed and generation)
+    from brawlkit.env.dummy import ZeroCostEnv
+    from brawlkit.training.config import TrainConfig
+    from brawlkit.training.ppo import _fresh_weights
+
+    cfg = TrainConfig.from_dict(meta0["config"])
+    fresh = _fresh_weights(cfg, ZeroCostEnv(input_layout=cfg.input_layout), 0, None).policy
+    wf = np.concatenate([p.detach().numpy().ravel() for p in fresh.parameters()])
+    # one generation of training moves the weights far less than a re-initialisation does
+    assert np.linalg.norm(w1 - wf) < 0.5 * np.linalg.norm(w1 - w0), \
+        (np.linalg.norm(w1 - wf), np.linalg.norm(w1 - w0))
+    assert meta0["reset_after"] is True  # --exploiter-reset-every 1: every generation resets

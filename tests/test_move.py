@@ -98,9 +98,9 @@ def test_moves_latency_rule_and_stretches() -> None:
 def test_moves_do_what_they_say_in_the_simulation() -> None:
     """Each move played tick by tick from a standing start (the in-process C sim): the
     shapes in MOVES are the ones the game rules need (full jump, press moves fire)."""
-    from brawlkit.env.sim import InProcessMatch
     from brawlkit.wire.constants import C
     from brawlkit.wire.protocol import parse_snapshot
+    from brawlkit.wire.sim import InProcessMatch
 
     def play_move(name: str, ticks: int = 12) -> list[Any]:
         m = InProcessMatch(cpu_level=1, seed=1)
@@ -131,7 +131,7 @@ def test_moves_do_what_they_say_in_the_simulation() -> None:
 @pytest.fixture(scope="module")
 def league(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A league directory with a tiny trained checkpoint registered as MEMBER."""
-    from brawlkit.league.pool import LeagueDir
+    from brawlkit.league.directory import LeagueDir
     from brawlkit.league.records import Member
     from brawlkit.training.ppo import scratch_checkpoint
 
@@ -144,7 +144,7 @@ def league(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def served(league: Path) -> Iterator[Listening]:
     """``policy serve`` of the member's artifact (no --member: it finds the member itself)."""
-    from brawlkit.league.pool import LeagueDir
+    from brawlkit.league.directory import LeagueDir
 
     art = LeagueDir(league, create=False).member(MEMBER).checkpoint
     assert art is not None
@@ -205,7 +205,7 @@ def test_zip_and_its_bpw_choose_the_same_moves(league: Path, tmp_path: Path) -> 
     """The SB3 zip and its exported .bpw answer alike; the blob (mean only) with logprob 0,
     the zip with the Gaussian's mass on the move (a probability: logprob <= 0)."""
     from brawlkit.export.cli import export_checkpoint
-    from brawlkit.league.pool import LeagueDir
+    from brawlkit.league.directory import LeagueDir
     from brawlkit.policy_server.policy import CheckpointPolicy, MoveRequest
 
     art = LeagueDir(league, create=False).member(MEMBER).checkpoint

@@ -1,4 +1,4 @@
-"""The C simulation and CPU in-process (libbrawlpit.so through brawlkit.env.sim):
+"""The C simulation and CPU in-process (libbrawlpit.so through brawlkit.wire.sim):
 replay determinism, the snapshot layout, matches ending properly, the CPU ladder."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import random
 
 import pytest
 
-from brawlkit.env.sim import BpInput
 from brawlkit.wire import protocol as P
 from brawlkit.wire.constants import C
+from brawlkit.wire.sim import BpInput
 
 
 def snapshot(lib, sim, seq=0, ack=0, n_players=2, mode=C.BP_MODE_LOCKSTEP) -> bytes:

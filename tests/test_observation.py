@@ -140,7 +140,7 @@ def test_bounds_for_any_finite_state(p0: P, p1: P, t: int, slot: int) -> None:
 
 
 def test_commander_is_the_compiled_prn() -> None:
-    from brawlkit.parena import load_stdlib_function
+    from brawlkit.parena_compiler import load_stdlib_function
 
     assert commander_posture is load_stdlib_function("brawlpit/commander_mod.prn",
                                                      "commander_posture")

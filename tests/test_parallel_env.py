@@ -25,7 +25,7 @@ from brawlkit.env.observation import INPUT_LAYOUT_OBS, INPUT_LAYOUT_SELF, OBS_DI
 from brawlkit.env.parallel import AGENTS, BrawlpitParallelEnv
 from brawlkit.wire.constants import C
 from brawlkit.wire.protocol import snapshot_or_none
-from brawlkit.wire.server import ServerProcess
+from brawlkit.wire.server_process import ServerProcess
 
 pytestmark = pytest.mark.servers
 

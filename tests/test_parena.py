@@ -15,16 +15,16 @@ from pathlib import Path
 import pytest
 
 from brawlkit.common.paths import repo_root
-from brawlkit.parena import compile_file, compile_source, stdlib_dir
-from brawlkit.parena.check import LabelRef
-from brawlkit.parena.syntax import Node, Num, walk
+from brawlkit.parena_compiler import compile_file, compile_source, stdlib_dir
+from brawlkit.parena_compiler.check import LabelRef
+from brawlkit.parena_compiler.syntax import Node, Num, walk
 
 ROOT = repo_root()
 STDLIB = sorted(stdlib_dir().rglob("*.prn"))
 
 
 def _cli(args: list[str], python: str = sys.executable) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([python, "-m", "brawlkit.parena", *args], cwd=ROOT,
+    return subprocess.run([python, "-m", "brawlkit.parena_compiler", *args], cwd=ROOT,
                           capture_output=True, text=True, timeout=60)
 
 

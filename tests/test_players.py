@@ -20,9 +20,8 @@ from helpers import add_agent, last_json, run_cli
 from sqlalchemy import MetaData, create_engine, insert, text
 from test_registry_service import get_token, metadata, sb3_zip, upload
 
-from brawlkit.league.elo_cli import league_table
-from brawlkit.league.pool import LeagueDir
-from brawlkit.league.ratings import elo_expected
+from brawlkit.league.directory import LeagueDir
+from brawlkit.league.ratings import elo_expected, league_table
 from brawlkit.league.records import MatchRecord, Member
 from brawlkit.registry.auth import MAX_TICKET_CHARS, TokenSigner, ticket_player
 from brawlkit.registry.client import RegistryClient, RegistryError

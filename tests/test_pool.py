@@ -1,4 +1,4 @@
-"""brawlkit.league.pool: the league directory, through real files and real processes.
+"""brawlkit.league.directory: the league directory, through real files and real processes.
 
 Unit tier: the multi-process tests start plain Python children (no game server)
 and take a few seconds together.
@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from brawlkit.league import pool as pool_mod
-from brawlkit.league.pool import LeagueDir, MatchWriter, PoolWarning, permanent_members
+from brawlkit.league import directory as pool_mod
+from brawlkit.league.directory import LeagueDir, MatchWriter, PoolWarning, permanent_members
 from brawlkit.league.records import MatchRecord, Member, permanent_ids
 
 
@@ -370,7 +370,7 @@ def test_bad_match_lines_and_files_skipped_with_warning(league: LeagueDir) -> No
 CHILD_BODY = r'''
 import json, os, sys, time
 from pathlib import Path
-from brawlkit.league.pool import LeagueDir
+from brawlkit.league.directory import LeagueDir
 from brawlkit.league.records import Member, MatchRecord, ROLES
 
 mode, root, tag, n, size = sys.argv[1], Path(sys.argv[2]), sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
@@ -411,7 +411,7 @@ if mode == "bulk":  # register n members and write n*10 matches, interleaved
 elif mode == "race":  # register the shared ids 0..n-1; report which were won and lost
     # no early "already registered?" check: both copy their artifacts in and the
     # os.link of the record decides every race (the path a real race takes)
-    import brawlkit.league.pool as pool_mod
+    import brawlkit.league.directory as pool_mod
     pool_mod.os.path.lexists = lambda path: False
     won, lost = [], []
     for k in range(n):

@@ -88,7 +88,7 @@ def test_constants_come_from_the_header(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="bad.h:2"):
         header_constants(bad)
     # the one header reader gives PARENA the float32 C computes with
-    from brawlkit.parena.header import read_header
+    from brawlkit.parena_compiler.header import read_header
 
     odd = tmp_path / "odd.h"
     odd.write_text("#define BP_TENTH 0.1f\n#define X_TENTH 0.1\n")

@@ -3,10 +3,8 @@ Bradley–Terry with bootstrap intervals, the payoff matrix and RPS cycles."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
-import sys
 import types
 from pathlib import Path
 
@@ -300,9 +298,9 @@ def test_cycles_find_rock_paper_scissors() -> None:
 
 # ============================================================ the elo command
 def _fake_pool(members: list[Member], matches: list[MatchRecord]) -> types.ModuleType:
-    """A stand-in ``brawlkit.league.pool`` (test only) with the interface the command
+    """A stand-in ``brawlkit.league.directory`` (test only) with the interface the command
     reads: ``LeagueDir(path, create=False).members() / .matches()``."""
-    mod = types.ModuleType("brawlkit.league.pool")
+    mod = types.ModuleType("brawlkit.league.directory")
 
     class LeagueDir:
         def __init__(self, path: Path, create: bool = True) -> None:
@@ -331,10 +329,10 @@ def _league() -> tuple[list[Member], list[MatchRecord]]:
 
 
 def test_elo_command_json_and_table_with_a_stand_in_pool(monkeypatch, tmp_path, capsys) -> None:
-    from brawlkit.league import elo_cli
+    from brawlkit.report import elo_cli
 
     members, log = _league()
-    monkeypatch.setitem(sys.modules, "brawlkit.league.pool", _fake_pool(members, log))
+    monkeypatch.setattr(elo_cli, "LeagueDir", _fake_pool(members, log).LeagueDir)
     assert elo_cli.main(["--league-dir", str(tmp_path), "--json", "--bootstrap", "50"]) == 0
     res = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert res["matches"] == 25 and res["k"] == 32 and res["initial"] == 1200
@@ -375,14 +373,11 @@ def test_elo_command_missing_directory_and_help() -> None:
     assert r.returncode == 0 and "restart" in r.stdout and "--bootstrap" in r.stdout
 
 
-@pytest.mark.skipif(importlib.util.find_spec("brawlkit.league.pool") is None,
-                    reason="brawlkit/league/pool.py (LeagueDir) is not written yet; the lead "
-                    "re-enables this test once it lands")
 def test_elo_command_on_a_real_league_directory(tmp_path) -> None:
     """The command as a user runs it, on a directory written by the pool itself —
     including a broken log line (skipped with a warning) — twice: a restart recomputes
     the same ratings from the log."""
-    from brawlkit.league.pool import LeagueDir
+    from brawlkit.league.directory import LeagueDir
 
     league = LeagueDir(tmp_path / "league", create=True)
     members, log = _league()
@@ -490,8 +485,8 @@ def test_kinds_reserved_ids_and_player_records() -> None:
 
 def test_league_table_kinds_and_a_league_directory_with_players(tmp_path) -> None:
     """A league directory keeps player and anonymous records, and elo lists kinds."""
-    from brawlkit.league.elo_cli import format_table, league_table
-    from brawlkit.league.pool import LeagueDir, permanent_members
+    from brawlkit.league.directory import LeagueDir, permanent_members
+    from brawlkit.league.ratings import format_table, league_table
 
     league = LeagueDir(tmp_path / "league", create=True)
     league.register(Member(id="main-g1", role="main", generation=1))

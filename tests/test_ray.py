@@ -26,7 +26,7 @@ from helpers import process_gone
 
 ray = pytest.importorskip("ray", reason="Ray is the optional extra: make ray (requirements.txt)")
 
-from brawlkit.distributed.vecenv import RayVecEnv, split_envs  # noqa: E402
+from brawlkit.distributed.ray_vecenv import RayVecEnv, split_envs  # noqa: E402
 
 ENV_KW: dict[str, Any] = {"opponent": "cpu:3", "max_episode_steps": 25}
 
@@ -92,7 +92,7 @@ def _local_venv(n: int) -> tuple[Any, Any]:
     from brawlkit.env import BrawlpitEnv
     from brawlkit.env.rewards import make_reward
     from brawlkit.env.vecenv import BrawlpitVecEnv
-    from brawlkit.wire.server import ServerGroup
+    from brawlkit.wire.server_process import ServerGroup
 
     group = ServerGroup(n, servers=1)
 
@@ -365,7 +365,7 @@ _DRIVER = """
 import json, sys, time
 import numpy as np
 from brawlkit.distributed.cluster import RayConnection
-from brawlkit.distributed.vecenv import RayVecEnv
+from brawlkit.distributed.ray_vecenv import RayVecEnv
 import ray
 conn = RayConnection(sys.argv[1])
 deadline = time.monotonic() + 180  # the second node may still be joining

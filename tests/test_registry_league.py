@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 from helpers import ROOT, RegistryServer, add_agent
 
-from brawlkit.league.elo_cli import league_table
-from brawlkit.league.pool import LeagueDir
+from brawlkit.league.directory import LeagueDir
+from brawlkit.league.ratings import league_table
 
 pytestmark = [pytest.mark.training, pytest.mark.servers]
 

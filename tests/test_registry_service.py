@@ -36,8 +36,8 @@ from sqlalchemy import MetaData, create_engine, insert, text
 from sqlalchemy.engine import make_url
 
 from brawlkit.export.bpw import LZ4_FRAME_MAGIC, Layer, PolicyMeta, pack_bpw, unwrap_blob
-from brawlkit.league.elo_cli import league_table
-from brawlkit.league.pool import LeagueDir, permanent_members
+from brawlkit.league.directory import LeagueDir, permanent_members
+from brawlkit.league.ratings import league_table
 from brawlkit.league.records import MatchRecord, Member, permanent_ids
 
 pytestmark = pytest.mark.servers

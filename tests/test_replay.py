@@ -191,7 +191,7 @@ def test_cut_short_and_python_recorder(short_match: Path, tmp_path: Path) -> Non
     assert (rep.n_ticks, rep.complete, rep.winner) == (120, False, C.BP_WINNER_NONE)
     verify(rep)
     # Recorder with arbitrary inputs: out-of-range sticks are recorded as the sim clamps them
-    from brawlkit.env.sim import BpInput
+    from brawlkit.wire.sim import BpInput
 
     rng = random.Random(3)
     with Recorder(seed=99, match_id=4, names=("me", "")) as rec:

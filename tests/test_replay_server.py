@@ -16,9 +16,9 @@ from typing import Any, NamedTuple
 import pytest
 from helpers import RawClient
 
-from brawlkit.env.sim import BpInput
 from brawlkit.wire import protocol as P
 from brawlkit.wire.constants import C
+from brawlkit.wire.sim import BpInput
 
 pytestmark = pytest.mark.servers
 

@@ -20,16 +20,16 @@ import pytest
 from helpers import RawClient, process_gone
 
 from brawlkit.common.paths import NativeBuildMissing, native_path
-from brawlkit.env.sim import BpInput
 from brawlkit.wire import protocol as P
 from brawlkit.wire.constants import C
-from brawlkit.wire.server import (
+from brawlkit.wire.server_process import (
     DEFAULT_SPIN_US,
     ServerError,
     ServerProcess,
     parse_stats_line,
     spin_rule,
 )
+from brawlkit.wire.sim import BpInput
 
 pytestmark = pytest.mark.servers
 

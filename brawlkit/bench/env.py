@@ -46,9 +46,9 @@ import numpy as np
 from brawlkit.env import BrawlpitEnv
 from brawlkit.env.actions import ACT_DIM, decode_action
 from brawlkit.env.observation import INPUT_LAYOUT, build_input
-from brawlkit.env.sim import InProcessMatch
 from brawlkit.wire.protocol import parse_snapshot
-from brawlkit.wire.server import ServerGroup, spin_rule
+from brawlkit.wire.server_process import ServerGroup, spin_rule
+from brawlkit.wire.sim import InProcessMatch
 
 
 def _actions(n: int, seed: int) -> np.ndarray:

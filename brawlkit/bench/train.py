@@ -43,12 +43,12 @@ def _make_venv(kind: str, n_envs: int, vec: str, ray: str | None = None,
     from brawlkit.env import BrawlpitEnv
     from brawlkit.env.rewards import make_reward
     from brawlkit.env.vecenv import make_vec_env
-    from brawlkit.wire.server import ServerGroup
+    from brawlkit.wire.server_process import ServerGroup
 
     fns: list[Callable[[], gym.Env]]
     group = None
     if ray is not None:  # Ray env workers, each a server with its share of the arenas
-        from brawlkit.distributed.vecenv import RayVecEnv
+        from brawlkit.distributed.ray_vecenv import RayVecEnv
 
         return VecMonitor(RayVecEnv(n_envs, ray_workers, env_kwargs={"opponent": "cpu:3"},
                                     reward="tiered", address=ray)), None

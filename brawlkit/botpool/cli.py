@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--hang-timeout must be >= 0")
 
     from brawlkit.botpool.pool import BotPool, Options
-    from brawlkit.league.pool import LeagueDir
+    from brawlkit.league.directory import LeagueDir
 
     league = None
     if args.league_dir is not None:

@@ -38,11 +38,11 @@ from typing import Any
 from brawlkit.botpool.procs import BotProc, PeerLine, Result, bot_features
 from brawlkit.botpool.sources import ANONYMOUS, INITIAL, K_FACTOR, Bot, Snapshot, gather
 from brawlkit.common.paths import native_path
-from brawlkit.league.pool import LeagueDir, MatchWriter
+from brawlkit.league.directory import LeagueDir, MatchWriter
 from brawlkit.league.ratings import elo_expected
 from brawlkit.league.records import MatchRecord
 from brawlkit.wire.constants import C
-from brawlkit.wire.server import ServerError, ServerProcess
+from brawlkit.wire.server_process import ServerError, ServerProcess
 
 SOURCE = "botpool"
 #: a bot that has not printed its arena this long after its start has failed

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from brawlkit.wire.server import _set_pdeathsig
+from brawlkit.wire.server_process import _set_pdeathsig
 
 _JOINED = re.compile(r"^bot: joined (\S+) arena (\d+) slot (\d+) mode (\d+)")
 _RESULT = re.compile(r"^match (\d+) winner (\d+) ticks (\d+)\s*$")

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from brawlkit.league.pool import LeagueDir
+from brawlkit.league.directory import LeagueDir
 from brawlkit.league.ratings import elo
 from brawlkit.league.records import MatchRecord
 

@@ -2,13 +2,15 @@
 
 * :mod:`~brawlkit.distributed.worker` — :class:`EnvWorker`: a game server with several
   arenas and their envs, run as a Ray actor (plain Python: no Ray import);
-* :mod:`~brawlkit.distributed.vecenv` — :class:`RayVecEnv`, the SB3 ``VecEnv`` over the
+* :mod:`~brawlkit.distributed.ray_vecenv` — :class:`RayVecEnv`, the SB3 ``VecEnv`` over the
   workers, with lost-worker replacement;
 * :mod:`~brawlkit.distributed.channel` — the per-step data path: one authenticated TCP
   connection per worker, a tiny framed protocol (Ray carries only the rare calls);
 * :mod:`~brawlkit.distributed.cluster` — connecting: a local instance sized to this
-  machine, or a running cluster;
-* :mod:`~brawlkit.distributed.training` — what ``train --ray`` plugs into the PPO loop.
+  machine, or a running cluster.
+
+What ``train --ray`` plugs into the PPO loop (the Ray vec env and its callback) lives
+with the other training envs, in :mod:`brawlkit.training.envs`.
 
 Ray is an optional extra (``make ray`` / ``pip install -e .[ray]``) and only this
 package imports it, on demand: importing ``brawlkit.distributed`` itself does not.
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["EnvWorker", "RayVecEnv", "make_ray_envs"]
+__all__ = ["EnvWorker", "RayVecEnv"]
 
 
 def __getattr__(name: str) -> Any:
@@ -27,11 +29,7 @@ def __getattr__(name: str) -> Any:
 
         return EnvWorker
     if name == "RayVecEnv":
-        from brawlkit.distributed.vecenv import RayVecEnv
+        from brawlkit.distributed.ray_vecenv import RayVecEnv
 
         return RayVecEnv
-    if name == "make_ray_envs":
-        from brawlkit.distributed.training import make_ray_envs
-
-        return make_ray_envs
     raise AttributeError(name)

@@ -1,4 +1,4 @@
-"""The per-step data path between :class:`~brawlkit.distributed.vecenv.RayVecEnv` and its
+"""The per-step data path between :class:`~brawlkit.distributed.ray_vecenv.RayVecEnv` and its
 :class:`~brawlkit.distributed.worker.EnvWorker` actors: one TCP connection per worker.
 
 Why not Ray for the steps: an actor call costs ~0.7 ms on a 2-core box (task

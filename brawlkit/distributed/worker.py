@@ -1,9 +1,9 @@
 """One env worker: a game server with several arenas and the envs that play on them.
 
-:class:`EnvWorker` is plain Python (no Ray import): :class:`~brawlkit.distributed.vecenv.RayVecEnv`
+:class:`EnvWorker` is plain Python (no Ray import): :class:`~brawlkit.distributed.ray_vecenv.RayVecEnv`
 runs it as a Ray actor, one process per worker, anywhere on the cluster; the tests
 can also drive it directly.  Inside, it is the local training path unchanged — a
-:class:`~brawlkit.wire.server.ServerGroup`, N :class:`~brawlkit.env.BrawlpitEnv`
+:class:`~brawlkit.wire.server_process.ServerGroup`, N :class:`~brawlkit.env.BrawlpitEnv`
 arenas and :class:`~brawlkit.env.vecenv.BrawlpitVecEnv`'s send-all-then-read-all step —
 with two differences that keep the trainer in charge:
 
@@ -115,7 +115,7 @@ class EnvWorker:
         reward: reward spec (``"tiered"``, ``"tiered:win=5"``; docs/rewards.md): each env
             builds its own reward object (rewards keep per-episode state).
         servers: game server processes (0 = one per core the worker leaves free,
-            :class:`~brawlkit.wire.server.ServerGroup`'s rule).
+            :class:`~brawlkit.wire.server_process.ServerGroup`'s rule).
         server_spin_us: the servers' busy-poll window; default 0 (block): a worker
             shares its machine with other workers and Ray's own processes, and a
             spinning server would take a core they need (measured in docs/distributed.md).
@@ -141,7 +141,7 @@ class EnvWorker:
         from brawlkit.env import BrawlpitEnv
         from brawlkit.env.rewards import make_reward
         from brawlkit.league.roles import LeagueSampler
-        from brawlkit.wire.server import ServerGroup
+        from brawlkit.wire.server_process import ServerGroup
 
         kw = {"mode": "lockstep", **(env_kwargs or {})}
         if env_poll_us is not None:

@@ -30,25 +30,24 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import gymnasium as gym
 import numpy as np
 
 from brawlkit.env.actions import ACT_DIM, NEUTRAL, Decoded, decode_action
-from brawlkit.env.client import EnvError, ServerLink, UdpClient, send_step_commands
 from brawlkit.env.observation import INPUT_LAYOUT, OBS_BOUND, build_input, check_input_layout
 from brawlkit.env.rewards import OutcomeReward, RewardFn, match_outcome
+from brawlkit.env.udp_client import EnvError, ServerLink, UdpClient, send_step_commands
 from brawlkit.wire import protocol as P
-from brawlkit.wire.constants import C
+from brawlkit.wire.constants import MODE_IDS, MODES, C
+from brawlkit.wire.cpu_level import CpuLevel
 from brawlkit.wire.protocol import Snapshot, snapshot_or_none
-from brawlkit.wire.server import MODES, ServerProcess
+from brawlkit.wire.server_process import ServerProcess
 
 Opponent = str | Callable[[np.ndarray], np.ndarray] | None
 
 
-_MODE_IDS = {"realtime": C.BP_MODE_REALTIME, "fastforward": C.BP_MODE_FASTFORWARD,
-             "lockstep": C.BP_MODE_LOCKSTEP}
 
 
 #: info key of each reward tier name ("reward/<tier>"), filled as tiers are seen
@@ -81,29 +80,36 @@ def _nonce() -> int:
     return int.from_bytes(os.urandom(4), "little")
 
 
-def parse_opponent(spec: Opponent) -> tuple[int, Callable[[np.ndarray], np.ndarray] | None, str]:
+class ParsedOpponent(NamedTuple):
+    """An opponent spec taken apart once: what the server, the env and the info need."""
+
+    cpu_level: int
+    """the arena's CPU level (1..8), ``BP_CPU_NONE`` (a callable plays) or ``BP_CPU_KEEP``"""
+    fn: Callable[[np.ndarray], np.ndarray] | None
+    label: str
+    """what ``info["opponent"]`` says"""
+
+
+def parse_opponent(spec: Opponent) -> ParsedOpponent:
     """Map an opponent spec to (server cpu_level, callable, label).
 
-    ``"cpu:L"`` is the built-in CPU at level L (1..8) inside the server;
-    a callable receives the opponent's own (mirrored) observation and returns
-    its action, sent as a second client's packets; ``None`` leaves slot 1 to
-    whatever the server was started with (e.g. an external bot).
+    ``"cpu:L"`` is the built-in CPU at level L inside the server
+    (:class:`~brawlkit.wire.cpu_level.CpuLevel`); a callable receives the opponent's
+    own (mirrored) observation and returns its action, sent as a second client's
+    packets; ``None`` leaves slot 1 to whatever the server was started with (e.g. an
+    external bot).
     """
     if spec is None:
-        return C.BP_CPU_KEEP, None, "external"
+        return ParsedOpponent(C.BP_CPU_KEEP, None, "external")
     if callable(spec):
-        return C.BP_CPU_NONE, spec, getattr(spec, "label", getattr(spec, "__name__", "callable"))
-    if isinstance(spec, str) and spec.startswith("cpu:"):
-        try:
-            level = int(spec[4:])
-        except ValueError:
-            level = -1
-        if C.BP_CPU_LEVEL_MIN <= level <= C.BP_CPU_LEVEL_MAX:
-            return level, None, f"cpu:{level}"
-    raise ValueError(
-        f"opponent must be 'cpu:L' with L in {C.BP_CPU_LEVEL_MIN}..{C.BP_CPU_LEVEL_MAX}, "
-        f"a callable(obs) -> action, or None; got {spec!r}"
-    )
+        return ParsedOpponent(C.BP_CPU_NONE, spec,
+                              getattr(spec, "label", getattr(spec, "__name__", "callable")))
+    try:
+        cpu = CpuLevel.parse(spec)
+    except ValueError as e:
+        raise ValueError(f"opponent must be 'cpu:L', a callable(obs) -> action, or None: {e}") \
+            from None
+    return ParsedOpponent(cpu.level, None, cpu.spec)
 
 
 class BrawlpitEnv(ServerLink, gym.Env[np.ndarray, np.ndarray]):
@@ -124,7 +130,7 @@ class BrawlpitEnv(ServerLink, gym.Env[np.ndarray, np.ndarray]):
         reward: a :class:`brawlkit.rewards.RewardFn`; default tier 1 only.
         speed: fastforward multiple of real time.
         max_episode_steps: an external step limit → ``truncated``.
-        server: a running :class:`~brawlkit.wire.server.ServerProcess` to share: the
+        server: a running :class:`~brawlkit.wire.server_process.ServerProcess` to share: the
             env plays in an arena of its own on it (many envs, one process) and
             leaves the server running on ``close()``.  Default: the env starts and
             owns a server.
@@ -136,7 +142,7 @@ class BrawlpitEnv(ServerLink, gym.Env[np.ndarray, np.ndarray]):
         poll_us: how long the client busy-polls for a snapshot before blocking.
         parallel: how many envs (servers) are stepped together with this one;
             the server decides its busy-poll window from it
-            (:func:`brawlkit.wire.server.spin_rule`).
+            (:func:`brawlkit.wire.server_process.spin_rule`).
         server_spin_us: override that window (``--spin-us``; 0 = always block).
     """
 
@@ -182,7 +188,7 @@ class BrawlpitEnv(ServerLink, gym.Env[np.ndarray, np.ndarray]):
         self.max_episode_steps = max_episode_steps
         self.recv_timeout = recv_timeout
         self._poll_us = poll_us
-        parse_opponent(opponent)  # validate early
+        default = parse_opponent(opponent)  # validates early
         self._default_opponent = opponent
         self._seed_base = seed
 
@@ -192,9 +198,9 @@ class BrawlpitEnv(ServerLink, gym.Env[np.ndarray, np.ndarray]):
         self._speed = float(speed)
         self._address: tuple[str, int] | None = None
         self._arena_op, self._arena_id = C.BP_ARENA_CREATE, 0
-        cpu = parse_opponent(opponent)[0]
         # the CPU level the arena is created with: the opponent's, or none (slot 1 free)
-        self._cpu_level = cpu if cpu != C.BP_CPU_KEEP else C.BP_CPU_NONE
+        self._cpu_level = default.cpu_level if default.cpu_level != C.BP_CPU_KEEP \
+            else C.BP_CPU_NONE
         if server is not None and server_address is not None:
             raise ValueError("pass server= (a shared ServerProcess) or server_address=, not both")
         self.server: ServerProcess | None = server
@@ -231,7 +237,7 @@ class BrawlpitEnv(ServerLink, gym.Env[np.ndarray, np.ndarray]):
         configured from this env), of arena ``arena_id`` (``BP_ARENA_JOIN``) or of any
         arena with it free (``BP_ARENA_ANY``); an ERROR reply raises :class:`EnvError`."""
         client, w = self._hello(want_slot, _nonce(), f"slot {want_slot}", arena_op=op,
-                                arena_id=arena_id, mode=_MODE_IDS[self.mode],
+                                arena_id=arena_id, mode=MODE_IDS[self.mode],
                                 cpu_level=self._cpu_level, seed=self._seed_base or 0,
                                 speed=self._speed if self.mode == "fastforward" else 0.0)
         self._known_match = w.match_id

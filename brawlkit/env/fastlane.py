@@ -33,8 +33,8 @@ import numpy as np
 
 from brawlkit.common.paths import native_path
 from brawlkit.env.actions import ACT_DIM
-from brawlkit.env.client import RESEND_S
 from brawlkit.env.observation import INPUT_LAYOUTS
+from brawlkit.env.udp_client import RESEND_S
 from brawlkit.wire import protocol as P
 from brawlkit.wire.protocol import SNAPSHOT_SIZE, Snapshot
 

@@ -79,7 +79,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from brawlkit.parena import load_stdlib_module
+from brawlkit.parena_compiler import load_stdlib_module
 from brawlkit.wire.constants import C
 from brawlkit.wire.protocol import PlayerState, Snapshot, parse_snapshot
 

@@ -48,7 +48,6 @@ except ImportError as e:  # a pinned requirement, but only this module needs it
 
 from brawlkit.env.actions import ACT_DIM, NEUTRAL, Decoded, decode_action
 from brawlkit.env.brawlpit import _nonce
-from brawlkit.env.client import EnvError, ServerLink, UdpClient, send_step_commands
 from brawlkit.env.observation import (
     INPUT_LAYOUT,
     OBS_BOUND,
@@ -58,10 +57,11 @@ from brawlkit.env.observation import (
     check_input_layout,
 )
 from brawlkit.env.rewards import RewardFn, make_reward, match_outcome
+from brawlkit.env.udp_client import EnvError, ServerLink, UdpClient, send_step_commands
 from brawlkit.wire import protocol as P
 from brawlkit.wire.constants import C
 from brawlkit.wire.protocol import Snapshot, snapshot_or_none
-from brawlkit.wire.server import ServerProcess
+from brawlkit.wire.server_process import ServerProcess
 
 AGENTS: tuple[str, str] = ("player_0", "player_1")
 """the agent names; ``player_i`` plays slot ``i``"""
@@ -86,7 +86,7 @@ class BrawlpitParallelEnv(ServerLink, ParallelEnv[str, np.ndarray, np.ndarray]):
         max_cycles: steps after which both agents are truncated (PettingZoo's name for
             ``BrawlpitEnv(max_episode_steps=...)``); None = only the match's own end.
         seed: the first ``reset()``'s match seed when it is given none.
-        server: a running :class:`~brawlkit.wire.server.ServerProcess` to play on (an
+        server: a running :class:`~brawlkit.wire.server_process.ServerProcess` to play on (an
             arena of its own; left running on ``close()``).  Default: start one, owned.
         server_address: a server someone else runs, ``(host, port)``; the match is a
             new lockstep arena there.

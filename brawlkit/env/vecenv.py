@@ -32,8 +32,7 @@ import numpy as np
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
 from stable_baselines3.common.vec_env.base_vec_env import VecEnvStepReturn
 
-VEC_KINDS = ("inproc", "subproc")
-DEFAULT_VEC = "inproc"  # measured faster on 2 cores (see README / bench train)
+from brawlkit.env.vec_kinds import DEFAULT_VEC, VEC_KINDS
 
 
 class BrawlpitVecEnv(DummyVecEnv):

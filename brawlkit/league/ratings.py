@@ -31,10 +31,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
-from brawlkit.league.records import ANONYMOUS_ID, MatchRecord
+from brawlkit.league.records import ANONYMOUS_ID, MatchRecord, id_kind
 
 #: Elo points per unit of Bradley–Terry strength θ: 10**(ΔR/400) = exp(Δθ)
 ELO_PER_THETA = 400.0 / math.log(10.0)
@@ -485,3 +486,75 @@ def cycles(
         for j, k in zip(*np.nonzero(hits), strict=True):
             out.append((ids[i], ids[i + 1 + int(j)], ids[i + 1 + int(k)]))
     return out
+
+
+# ------------------------------------------------------------ the ratings table
+def _finite(x: float) -> float | None:
+    """JSON has no NaN: an undefined value (no bootstrap) is null."""
+    return x if math.isfinite(x) else None
+
+
+def league_table(
+    members: list[Any], matches: list[Any], k: float = 32.0, initial: float = 1200.0,
+    bootstrap: int = 200, seed: int = 0,
+) -> dict[str, Any]:
+    """The ``--json`` object of ``members`` (:class:`~brawlkit.league.records.Member`)
+    and ``matches`` (replay order): one row per id, by Elo rating, highest first.
+
+    An id that appears in the log but not among the members (a registered human
+    player ``player:NAME``, or a member whose record is gone or corrupt) is still
+    rated, with role ``"?"``.  ``kind`` says what each id is (``bot``,
+    ``baseline``, ``cpu``, ``human``); ``anonymous`` is never a row (its matches
+    move only the other side's Elo and stay out of Bradley–Terry).
+    """
+    ids = [m.id for m in members]
+    info = {m.id: m for m in members}
+    er = elo(matches, ids, k=k, initial=initial)
+    bt = bradley_terry(matches, ids, bootstrap=bootstrap, seed=seed, initial=initial)
+    rows = []
+    for mid in er.ranking():
+        mem = info.get(mid)
+        b = bt.ratings[mid]
+        wr = er.win_rate(mid)
+        rows.append({
+            "id": mid,
+            "role": mem.role if mem is not None else "?",
+            "kind": id_kind(mid, mem.role if mem is not None else None),
+            "generation": mem.generation if mem is not None else None,
+            "rating": round(er.ratings[mid], 3),
+            "games": er.games[mid],
+            "wins": er.wins[mid],
+            "draws": er.draws[mid],
+            "losses": er.losses[mid],
+            "win_rate": None if wr is None else round(wr, 4),
+            "bt_rating": round(b.rating, 3),
+            "bt_lo": _finite(round(b.lo, 3)),
+            "bt_hi": _finite(round(b.hi, 3)),
+        })
+    return {"members": rows, "matches": len(matches), "k": k, "initial": initial,
+            "bootstrap": bootstrap, "seed": seed, "bt_prior_games": bt.prior_games}
+
+
+def format_table(res: dict[str, Any]) -> str:
+    """The human table: member, kind, role, generation, Elo, games, win rate, BT [lo, hi]."""
+    head = ("member", "kind", "role", "gen", "elo", "games", "win", "bt rating [lo, hi]")
+    lines = []
+    for r in res["members"]:
+        bt = f"{r['bt_rating']:.0f}"
+        if r["bt_lo"] is not None:
+            bt += f" [{r['bt_lo']:.0f}, {r['bt_hi']:.0f}]"
+        lines.append((r["id"], r.get("kind", "-"), r["role"], "-" if r["generation"] is None else str(r["generation"]),
+                      f"{r['rating']:.1f}", str(r["games"]),
+                      "-" if r["win_rate"] is None else f"{r['win_rate']:.2f}", bt))
+    widths = [max(len(h), *(len(row[c]) for row in lines)) for c, h in enumerate(head)]
+    right = {4, 5, 6}
+
+    def fmt(row: tuple[str, ...]) -> str:
+        return "  ".join(v.rjust(w) if c in right else v.ljust(w)
+                         for c, (v, w) in enumerate(zip(row, widths, strict=True))).rstrip()
+
+    out = [f"{res['matches']} matches, Elo K {res['k']:g}, initial {res['initial']:g}; "
+           f"Bradley-Terry with {res['bootstrap']} bootstrap resamples (95 % interval)",
+           fmt(head), fmt(tuple("-" * w for w in widths))]
+    out += [fmt(row) for row in lines]
+    return "\n".join(out)

@@ -4,7 +4,7 @@ A :class:`Member` is one registered player: a frozen checkpoint of a training
 role, or one of the permanent members (the scripted baseline and the built-in CPU
 levels).  A :class:`MatchRecord` is one finished match between two members.  Both
 are written as JSON (``to_json`` / ``from_json``) by the pool
-(:mod:`brawlkit.league.pool`), read back by the ratings
+(:mod:`brawlkit.league.directory`), read back by the ratings
 (:mod:`brawlkit.league.ratings`) and by the opponent samplers.
 """
 
@@ -14,21 +14,51 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from brawlkit.wire.cpu_level import CPU_LEVELS, CpuLevel
+
 #: training roles (docs/league.md)
 ROLES = ("main", "main_exploiter", "league_exploiter")
 #: the permanent members' roles
 PERMANENT_ROLES = ("baseline", "cpu")
 BASELINE_ID = "baseline"
-CPU_LEVELS = tuple(range(1, 9))
 
 
 def cpu_id(level: int) -> str:
     """Member id of the built-in CPU at ``level`` (also its env opponent spec)."""
-    return f"cpu:{level}"
+    return CpuLevel(level).spec
 
 
 def permanent_ids() -> tuple[str, ...]:
     return (BASELINE_ID, *(cpu_id(lv) for lv in CPU_LEVELS))
+
+
+@dataclass(frozen=True)
+class MemberId:
+    """The id of a trained member: ``<role>-<run>-gNNNN`` (docs/league.md).
+
+    One place formats it and one place takes it apart: the role is the part before
+    the first ``-`` (roles have none), the generation the ``-g`` suffix (at least
+    four digits), the run name everything between (run names may hold ``-``), so a
+    registry checkpoint resumes as generation N+1 of the same run."""
+
+    role: str
+    run: str
+    generation: int
+
+    def __str__(self) -> str:
+        return f"{self.role}-{self.run}-g{self.generation:04d}"
+
+    @classmethod
+    def parse(cls, text: str) -> MemberId:
+        """The parts of ``text``; ``ValueError`` naming the expected shape otherwise."""
+        m = _MEMBER_ID_RE.fullmatch(text) if isinstance(text, str) else None
+        if m is None or m["role"] not in ROLES:
+            raise ValueError(f"member id {text!r} is not <role>-<run>-gNNNN with role one "
+                             f"of {ROLES}")
+        return cls(m["role"], m["run"], int(m["gen"]))
+
+
+_MEMBER_ID_RE = re.compile(r"(?P<role>[a-z_]+)-(?P<run>.+)-g(?P<gen>\d{4,})")
 
 
 #: the id of a person who played without an identity (docs/ratings.md: rated at the

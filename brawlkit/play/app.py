@@ -19,7 +19,7 @@ import time
 from typing import Any
 
 from brawlkit.play.net import KEEPALIVE_S, SILENCE_S, PlayClient, PlayError, parse_server
-from brawlkit.play.ratings import RatingBoard
+from brawlkit.play.rating_board import RatingBoard
 from brawlkit.wire.constants import C
 
 #: the identity of a player without one (the registry's reserved id)

@@ -20,7 +20,7 @@ import random
 import time
 from dataclasses import dataclass, field
 
-from brawlkit.env.client import UdpClient
+from brawlkit.env.udp_client import UdpClient
 from brawlkit.wire import protocol as P
 from brawlkit.wire.constants import C
 

@@ -4,7 +4,7 @@
   server, the worker and the docs table).
 * :mod:`~brawlkit.policy_server.policy` — the request model and a PPO checkpoint as a
   chooser of moves.
-* :mod:`~brawlkit.policy_server.server` — the FastAPI app (``POST /move``, ``GET /moves``,
+* :mod:`~brawlkit.policy_server.app` — the FastAPI app (``POST /move``, ``GET /moves``,
   ``GET /info``).
 * :mod:`~brawlkit.policy_server.player` — the worker playing matches through an endpoint.
 * :mod:`~brawlkit.policy_server.cli` — ``python -m brawlkit policy serve|play``.

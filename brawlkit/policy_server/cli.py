@@ -41,8 +41,8 @@ def _serve(argv: list[str]) -> int:
     from brawlkit.common.threads import limit_threads
 
     limit_threads()
+    from brawlkit.policy_server.app import create_app
     from brawlkit.policy_server.policy import CheckpointPolicy, find_member
-    from brawlkit.policy_server.server import create_app
 
     try:
         chooser = CheckpointPolicy(args.checkpoint)

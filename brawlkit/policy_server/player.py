@@ -413,7 +413,7 @@ def main(argv: list[str] | None = None) -> int:
         problem = _check_member(member)
         if problem:
             ap.error(problem)
-        from brawlkit.league.pool import LeagueDir
+        from brawlkit.league.directory import LeagueDir
 
         writer = LeagueDir(args.league_dir).writer("move")
     server_address = None

@@ -178,7 +178,7 @@ def find_member(checkpoint: str | Path) -> str | None:
     p = Path(checkpoint).resolve()
     if p.parent.name != "artifacts" or not (p.parent.parent / "members").is_dir():
         return None
-    from brawlkit.league.pool import LeagueDir
+    from brawlkit.league.directory import LeagueDir
 
     league = LeagueDir(p.parent.parent, create=False)
     with warnings.catch_warnings():

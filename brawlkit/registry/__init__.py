@@ -1,6 +1,6 @@
 """The checkpoint registry: one HTTP service that many machines' leagues share.
 
-A league directory (:mod:`brawlkit.league.pool`) is shared by the processes of one
+A league directory (:mod:`brawlkit.league.directory`) is shared by the processes of one
 machine.  The registry is what several machines (or a team) share: the checkpoints
 every league registered (their records, SB3 zips and ``.bpw`` blobs), the match log,
 the ratings computed from it exactly as a local league computes them, and which

@@ -265,7 +265,7 @@ def _client(args: argparse.Namespace) -> int:
     try:
         client = RegistryClient(args.url)
         if args.cmd in ("push", "pull"):
-            from brawlkit.league.pool import LeagueDir
+            from brawlkit.league.directory import LeagueDir
             from brawlkit.registry.sync import RegistrySync
 
             sync = RegistrySync(client, LeagueDir(args.league_dir),
@@ -294,7 +294,7 @@ def _client(args: argparse.Namespace) -> int:
             if args.json:
                 print(json.dumps(table))
             else:
-                from brawlkit.league.elo_cli import format_table
+                from brawlkit.league.ratings import format_table
 
                 print(format_table(table))
     except RegistryError as e:

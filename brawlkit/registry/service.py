@@ -50,8 +50,8 @@ from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from brawlkit.export.bpw import blob_kind, compress_lz4, parse_bpw
-from brawlkit.league.elo_cli import league_table
-from brawlkit.league.pool import permanent_members
+from brawlkit.league.directory import permanent_members
+from brawlkit.league.ratings import league_table
 from brawlkit.league.records import (
     PLAYER_NAME_RE,
     ROLES,

@@ -23,7 +23,7 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from brawlkit.league.pool import LeagueDir
+from brawlkit.league.directory import LeagueDir
 from brawlkit.league.records import MatchRecord, Member, player_name
 from brawlkit.registry.client import RegistryClient, RegistryError, RegistryUnavailable
 
@@ -127,38 +127,6 @@ class RegistrySync:
         if new:
             with self.league.writer(PULL_SOURCE) as w:
                 w.write_many(new)
-
-
-def fetch_resume_checkpoint(client: RegistryClient, role: str,
-                            runs_root: str | Path) -> Path | None:
-    """Put the role's newest registry checkpoint where ``train --resume`` looks for it:
-    ``<runs_root>/<role>/<run>/gen_XXXX.zip`` + ``.json``, the run named as in the
-    member id (``<role>-<run>-gXXXX``) so the next generations continue its ids.
-    None (and nothing written) when the registry has no checkpoint of the role."""
-    from brawlkit.common.io import atomic_write_json
-    from brawlkit.training.checkpoints import generation_paths
-
-    record = client.newest(role)
-    if record is None:
-        return None
-    member_id, gen = str(record["id"]), int(record["generation"])
-    suffix = f"-g{gen:04d}"
-    if not (member_id.startswith(role + "-") and member_id.endswith(suffix)):
-        raise RegistryError(f"registry checkpoint {member_id!r} is not named "
-                            f"{role}-<run>{suffix}: cannot resume it as a run of {role}")
-    run_dir = Path(runs_root) / role / member_id[len(role) + 1:-len(suffix)]
-    run_dir.mkdir(parents=True, exist_ok=True)
-    zip_path, json_path = generation_paths(run_dir, gen)
-    tmp = zip_path.with_name(f".{zip_path.name}.part")
-    tmp.write_bytes(client.download_checkpoint(record))  # sha256-verified
-    tmp.replace(zip_path)
-    settings = dict(record.get("settings") or {})
-    atomic_write_json(json_path, {
-        "role": role, "generation": gen, "checkpoint": zip_path.name, "member": member_id,
-        "parent": record.get("parent"), "config": {k: v for k, v in settings.items()
-                                                   if k != "stats"},
-        "sampler": None, "resumed_from_registry": client.url, "created": record.get("created")})
-    return zip_path
 
 
 def connect(url: str, league: LeagueDir, location: str | None = None) -> RegistrySync:

@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from brawlkit.common.io import atomic_write_bytes
-from brawlkit.wire.constants import C
+from brawlkit.wire.constants import MODE_IDS, C
 from brawlkit.wire.protocol import NetPlayer, PlayerState
 
 _LE = ctypes.LittleEndianStructure
@@ -97,7 +97,6 @@ PLAYER_DTYPE = np.dtype(NetPlayer).newbyteorder("<")
 assert RUN_DTYPE.itemsize == RUN_SIZE and PLAYER_DTYPE.itemsize == ctypes.sizeof(NetPlayer)
 
 _WINNERS = (0, 1, C.BP_WINNER_DRAW, C.BP_WINNER_NONE)
-_MODES = (C.BP_MODE_REALTIME, C.BP_MODE_FASTFORWARD, C.BP_MODE_LOCKSTEP)
 
 
 def empty_runs(n: int = 0) -> np.ndarray:
@@ -250,7 +249,7 @@ def decode_replay(data: bytes, source: str = "replay") -> Replay:
     if len(data) > expected:
         raise ValueError(f"{source}: {len(data) - expected} trailing bytes after the final players "
                          f"({h.n_runs} runs make {expected} bytes)")
-    if h.mode not in _MODES:
+    if h.mode not in MODE_IDS.values():
         raise ValueError(f"{source}: unknown mode {h.mode}")
     if h.cpu_level > C.BP_CPU_LEVEL_MAX:
         raise ValueError(f"{source}: cpu_level {h.cpu_level} outside 0..{C.BP_CPU_LEVEL_MAX}")

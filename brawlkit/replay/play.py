@@ -22,7 +22,6 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from brawlkit.env.sim import BpInput, lib
 from brawlkit.replay.format import (
     PLAYER_DTYPE,
     PLAYERS_SIZE,
@@ -34,6 +33,7 @@ from brawlkit.replay.format import (
 )
 from brawlkit.wire.constants import C
 from brawlkit.wire.protocol import NetPlayer, PlayerState
+from brawlkit.wire.sim import BpInput, lib
 
 
 class TickState(NamedTuple):

@@ -95,7 +95,7 @@ def _down(x: float) -> float:
 
 
 def _posture_consts() -> dict[str, float]:
-    from brawlkit.parena import load_stdlib_module
+    from brawlkit.parena_compiler import load_stdlib_module
 
     return {k: float(v) for k, v in
             load_stdlib_module("brawlpit/commander_mod.prn").checked.consts.items()}

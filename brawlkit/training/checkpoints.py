@@ -21,8 +21,9 @@ from typing import Any
 from brawlkit.common.io import atomic_write_json
 from brawlkit.export.actor import CHECKPOINT_KEY
 from brawlkit.export.bpw import PolicyMeta
-
-DEFAULT_RUNS_ROOT = "runs"
+from brawlkit.league.records import MemberId
+from brawlkit.registry.client import RegistryClient, RegistryError
+from brawlkit.training.config import DEFAULT_RUNS_ROOT
 
 
 def now_iso() -> str:
@@ -110,4 +111,38 @@ def save_generation(model: Any, run_dir: Path, gen: int, metadata: dict[str, Any
     model.save(str(tmp))
     tmp.replace(zip_path)
     atomic_write_json(json_path, {**metadata, "generation": gen, "checkpoint": zip_path.name})
+    return zip_path
+
+
+def fetch_resume_checkpoint(client: RegistryClient, role: str,
+                            runs_root: str | Path) -> Path | None:
+    """Put the role's newest registry checkpoint where ``train --resume`` looks for it:
+    ``<runs_root>/<role>/<run>/gen_XXXX.zip`` + ``.json``, the run named as in the
+    member id (:class:`~brawlkit.league.records.MemberId`) so the next generations
+    continue its ids.  None (and nothing written) when the registry has no checkpoint
+    of the role."""
+    record = client.newest(role)
+    if record is None:
+        return None
+    gen = int(record["generation"])
+    try:
+        mid = MemberId.parse(str(record["id"]))
+    except ValueError as e:
+        raise RegistryError(f"registry checkpoint: {e}: cannot resume it as a run of {role}") \
+            from None
+    if mid.role != role or mid.generation != gen:
+        raise RegistryError(f"registry checkpoint {record['id']!r} is not named "
+                            f"{role}-<run>-g{gen:04d}: cannot resume it as a run of {role}")
+    run_dir = Path(runs_root) / role / mid.run
+    run_dir.mkdir(parents=True, exist_ok=True)
+    zip_path, json_path = generation_paths(run_dir, gen)
+    tmp = zip_path.with_name(f".{zip_path.name}.part")
+    tmp.write_bytes(client.download_checkpoint(record))  # sha256-verified
+    tmp.replace(zip_path)
+    settings = dict(record.get("settings") or {})
+    atomic_write_json(json_path, {
+        "role": role, "generation": gen, "checkpoint": zip_path.name, "member": str(mid),
+        "parent": record.get("parent"), "config": {k: v for k, v in settings.items()
+                                                   if k != "stats"},
+        "sampler": None, "resumed_from_registry": client.url, "created": record.get("created")})
     return zip_path

@@ -9,7 +9,7 @@ import sys
 
 from brawlkit.registry.client import RegistryError
 from brawlkit.training.checkpoints import DEFAULT_RUNS_ROOT
-from brawlkit.training.config import add_config_arguments, config_from_args
+from brawlkit.training.config import RunOptions, add_config_arguments, config_from_args
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -60,14 +60,15 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--resume and --resume-or-new exclude each other")
     if args.time_budget is not None and not args.time_budget > 0:
         ap.error(f"--time-budget must be > 0 minutes, got {args.time_budget}")
-    from brawlkit.training.ppo import train
+    opts = RunOptions(run_dir=args.run_dir, runs_root=args.runs_root, resume=args.resume,
+                      resume_if_any=args.resume_or_new, progress=not args.no_progress,
+                      league_dir=args.league_dir, registry=args.registry,
+                      location=args.location,
+                      time_budget_s=None if args.time_budget is None else 60.0 * args.time_budget)
+    from brawlkit.training.ppo import train  # here: --help must not load torch
 
     try:
-        res = train(cfg, run_dir=args.run_dir, runs_root=args.runs_root, resume=args.resume,
-                    progress=not args.no_progress, league_dir=args.league_dir,
-                    registry=args.registry, location=args.location,
-                    resume_if_any=args.resume_or_new,
-                    time_budget_s=None if args.time_budget is None else 60.0 * args.time_budget)
+        res = train(cfg, opts)
     except (FileNotFoundError, FileExistsError, ValueError, RegistryError) as e:
         print(f"train: {e}", file=sys.stderr)
         return 2

@@ -15,12 +15,17 @@ import dataclasses
 import types
 import typing
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from brawlkit.env.rewards import REWARD_NAMES
+from brawlkit.env.vec_kinds import VEC_KINDS
+from brawlkit.league.records import ROLES
+from brawlkit.wire.constants import C
+from brawlkit.wire.cpu_level import CPU_LEVELS
 
-ROLES = ("main", "main_exploiter", "league_exploiter")
-VEC_KINDS = ("inproc", "subproc")
+#: where runs go unless told: ``<runs_root>/<role>/<run>/``
+DEFAULT_RUNS_ROOT = "runs"
 
 
 def _opt(default: Any, help: str, **cli: Any) -> Any:
@@ -133,8 +138,12 @@ class TrainConfig:
             raise ValueError(f"ent_coef must be >= 0, got {self.ent_coef}")
         if not 0 < self.gamma <= 1 or not 0 <= self.gae_lambda <= 1:
             raise ValueError("gamma must be in (0, 1] and gae_lambda in [0, 1]")
-        if any(not 1 <= lv <= 8 for lv in self.eval_levels):
-            raise ValueError(f"eval_levels must be CPU levels 1..8, got {self.eval_levels}")
+        if not 1 <= self.action_repeat <= C.BP_MAX_REPEAT:
+            raise ValueError(f"action_repeat must be in 1..{C.BP_MAX_REPEAT} ticks (the wire's "
+                             f"BP_MAX_REPEAT), got {self.action_repeat}")
+        if any(lv not in CPU_LEVELS for lv in self.eval_levels):
+            raise ValueError(f"eval_levels must be CPU levels {CPU_LEVELS[0]}..{CPU_LEVELS[-1]}, "
+                             f"got {self.eval_levels}")
 
     def ppo_n_steps(self) -> int:
         """Rollout length per env: the configured value, shrunk so one generation
@@ -165,6 +174,45 @@ class TrainConfig:
         cfg = cls(**values)
         cfg.validate()
         return cfg
+
+
+@dataclass
+class RunOptions:
+    """Where a run lives and how it reports: the options of ``train`` that are not
+    hyperparameters, so they stay out of :class:`TrainConfig` and of the checkpoint's
+    ``config`` (a resumed run may move, report differently or join a registry without
+    changing what it learns).  ``python -m brawlkit train`` maps its "the run" flags
+    here (docs/cli.md)."""
+
+    run_dir: str | Path | None = None
+    """the run directory; default a fresh ``<runs_root>/<role>/<time>-s<seed>``"""
+    runs_root: str | Path = DEFAULT_RUNS_ROOT
+    """parent of the role directories"""
+    resume: bool = False
+    """continue the role's run with the newest checkpoint (or ``run_dir``'s)"""
+    resume_if_any: bool = False
+    """resume when there is something to resume (locally, or with ``registry`` there),
+    else start a new run: what a script that runs the same command everywhere wants"""
+    progress: bool = True
+    """a progress bar (tqdm: a widget in Jupyter, text in a terminal)"""
+    league_dir: str | Path | None = None
+    """train as a member of this league (docs/league.md)"""
+    registry: str | None = None
+    """a checkpoint registry's URL the league directory is kept in step with"""
+    location: str | None = None
+    """this machine's name in the registry (default: the host name)"""
+    time_budget_s: float | None = None
+    """stop after the generation past which another would overrun this budget"""
+
+    def validate(self) -> None:
+        """``ValueError`` naming the first bad option and what it must be."""
+        if self.resume and self.resume_if_any:
+            raise ValueError("resume and resume_if_any exclude each other")
+        if self.registry is not None and self.league_dir is None:
+            raise ValueError("--registry needs --league-dir: the local pool the registry is "
+                             "mirrored into (docs/registry.md)")
+        if self.time_budget_s is not None and not self.time_budget_s > 0:
+            raise ValueError(f"time_budget_s must be > 0, got {self.time_budget_s}")
 
 
 def config_fields() -> dict[str, Any]:

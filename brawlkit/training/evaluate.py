@@ -29,7 +29,7 @@ from brawlkit.env.observation import check_input_layout
 from brawlkit.env.rewards import OutcomeReward
 from brawlkit.export.actor import NumpyPolicy, checkpoint_meta, load_sb3_policy
 from brawlkit.export.bpw import PolicyMeta
-from brawlkit.wire.server import ServerGroup
+from brawlkit.wire.server_process import ServerGroup
 
 PolicyFn = Callable[[np.ndarray], np.ndarray]
 

@@ -3,21 +3,26 @@
 ``python -m brawlkit train --role main ...`` (``training/cli.py``) and the notebook
 ``notebooks/train_role.ipynb`` both call :func:`train` with a :class:`TrainConfig`.
 
-One run, step by step:
+One run, step by step (the steps of :func:`train`, in order):
 
-1. run directory: a fresh ``runs/<role>/<time>-s<seed>``, or the newest run of
-   the role with ``resume=True`` (``training/checkpoints.py``);
-2. opponents: the :class:`~brawlkit.league.CpuCurriculum` (its state resumes too);
-3. envs: N :class:`~brawlkit.env.BrawlpitEnv`, each an arena of a shared
-   :class:`~brawlkit.wire.server.ServerGroup` (one server process per core the
-   trainer leaves free), stepped together by
-   :class:`~brawlkit.env.vecenv.BrawlpitVecEnv`, plus two evaluation envs;
-4. model: SB3 PPO with the network of :mod:`brawlkit.export.actor`, stamped with
+1. registry: with ``--registry``, connect, and fetch the role's newest checkpoint
+   when there is nothing local to resume (``training/checkpoints.py``);
+2. run directory: a fresh ``runs/<role>/<time>-s<seed>``, or the newest run of
+   the role with ``resume=True``;
+3. opponents: the :class:`~brawlkit.league.CpuCurriculum`, or with ``--league-dir``
+   the role's league sampler (:class:`~brawlkit.training.league_member.LeagueTrainee`);
+   its state resumes too;
+4. envs: :class:`~brawlkit.training.envs.TrainingEnvs` — the N training envs (arenas
+   of a shared server group, stepped together through the fast lane; or subprocess
+   or Ray envs) and two evaluation envs;
+5. model: SB3 PPO with the network of :mod:`brawlkit.export.actor`, stamped with
    how it is trained (action repeat, input layout, reward preset) so the saved
-   zip carries it;
-5. per generation: ``learn`` for ``steps_per_generation`` env steps, evaluate the
-   deterministic policy (what ships) against fixed CPU levels, save
-   ``gen_XXXX.zip`` + ``gen_XXXX.json``.
+   zip carries it — or the resumed generation's (fresh weights, when that
+   generation ended with an exploiter's reset);
+6. per generation (:meth:`_Generations.run`): ``learn`` for ``steps_per_generation``
+   env steps, evaluate the deterministic policy (what ships) against fixed CPU
+   levels, save ``gen_XXXX.zip`` + ``gen_XXXX.json``, register the member in the
+   league, reset an exploiter's weights when its sampler asks.
 
 Logs: CSV (``progress*.csv``) + TensorBoard in the run dir, keys ``train/*``,
 ``rollout/*``, ``reward/<tier>``, ``eval/win_rate/cpu_L``, ``play/spam_fraction``,
@@ -26,18 +31,26 @@ Logs: CSV (``progress*.csv``) + TensorBoard in the run dir, keys ``train/*``,
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from stable_baselines3.common.logger import configure
+
 from brawlkit.common.threads import limit_threads
+from brawlkit.env.rewards import make_reward, reward_config
 from brawlkit.export.actor import network_description, policy_kwargs
 from brawlkit.export.bpw import PolicyMeta
 from brawlkit.league import CpuCurriculum
+from brawlkit.league.directory import LeagueDir
+from brawlkit.registry.sync import RegistrySync, connect
+from brawlkit.training.callbacks import TrainCallback
 from brawlkit.training.checkpoints import (
-    DEFAULT_RUNS_ROOT,
+    fetch_resume_checkpoint,
     find_resume_dir,
     generation_paths,
     list_checkpoints,
@@ -48,10 +61,10 @@ from brawlkit.training.checkpoints import (
     stamp_model,
     update_best,
 )
-from brawlkit.training.config import TrainConfig
-
-#: evaluation envs: two, whatever the training width (episodes alternate between them)
-N_EVAL_ENVS = 2
+from brawlkit.training.config import RunOptions, TrainConfig
+from brawlkit.training.envs import TrainingEnvs
+from brawlkit.training.evaluate import evaluate_model
+from brawlkit.training.league_member import LeagueTrainee
 
 
 @dataclass
@@ -67,6 +80,15 @@ class TrainResult:
     @property
     def final_checkpoint(self) -> Path | None:
         return self.checkpoints[-1] if self.checkpoints else None
+
+    def add(self, gen: int, zip_path: Path, steps: int, evals: dict[str, dict[str, Any]],
+            best: Path) -> None:
+        """Record a finished generation: its checkpoint, its win rates, the best so far."""
+        self.checkpoints.append(zip_path)
+        self.evals.append({"generation": gen, "steps": steps,
+                           **{k: v["win_rate"] for k, v in evals.items()},
+                           **{f"sampled_{k}": v["sampled"]["win_rate"] for k, v in evals.items()}})
+        self.best_checkpoint = best
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -117,115 +139,234 @@ def scratch_checkpoint(path: str | Path, seed: int = 0, learn_steps: int = 128,
     return p if p.suffix == ".zip" else p.with_name(p.name + ".zip")
 
 
-def _run_dir(cfg: TrainConfig, run_dir: str | Path | None, runs_root: str | Path,
-              resume: bool) -> tuple[Path, dict[str, Any] | None]:
-    """(run dir, metadata of the generation to resume from or None)."""
+def train(cfg: TrainConfig | None = None, options: RunOptions | None = None,
+          **run_options: Any) -> TrainResult:
+    """Train ``cfg.role`` for ``cfg.generations`` x ``cfg.steps_per_generation`` env steps.
+
+    ``options`` (or its fields as keywords: ``train(cfg, run_dir=..., league_dir=...)``)
+    says where the run lives and how it reports (:class:`RunOptions`): a fresh run
+    dir ``runs/<role>/<timestamp>-s<seed>`` by default; ``resume=True`` continues the
+    role's run with the newest checkpoint (its generations, sampler state and logs);
+    ``league_dir`` trains as a member of that league (docs/league.md: opponents from
+    the role's sampler over the pool, every generation registered there with the
+    matches it played); ``registry`` keeps the league directory in step with a
+    checkpoint registry (docs/registry.md), and with ``resume`` and no local run
+    continues from the role's newest registry checkpoint (a fresh Colab VM picks up
+    where the last one stopped); ``time_budget_s`` stops after the generation past
+    which another would overrun the budget (at most ``cfg.generations`` still).
+    """
+    cfg = cfg or TrainConfig()
+    cfg.validate()
+    opts = dataclasses.replace(options or RunOptions(), **run_options)
+    opts.validate()
+    limit_threads()
+    reward_weights = reward_config(make_reward(cfg.reward))  # fails fast on a bad reward spec
+    sync = _connect_registry(cfg, opts)
+    rdir, resume_from = _open_run_dir(cfg, opts)
+    start_gen = int(resume_from["generation"]) + 1 if resume_from else 0
+    league, sampler = _opponents(cfg, opts, rdir.name, start_gen, resume_from, sync)
+    result = TrainResult(run_dir=rdir)
+    t0 = time.perf_counter()
+    try:
+        with TrainingEnvs(cfg, sampler) as envs, _progress_bar(cfg, opts.progress) as pbar:
+            run = _Generations(cfg, envs, rdir, resume_from, sampler, league, reward_weights,
+                               pbar)
+            with run:
+                for gen in range(start_gen, start_gen + cfg.generations):
+                    took = run.run(gen, result)
+                    if _over_budget(opts.time_budget_s, time.perf_counter() - t0, took, gen):
+                        break
+                result.total_timesteps = int(run.model.num_timesteps)
+            _flush_registry(sync, opts)
+    finally:
+        result.seconds = time.perf_counter() - t0
+    return result
+
+
+def _connect_registry(cfg: TrainConfig, opts: RunOptions) -> RegistrySync | None:
+    """The registry sync of ``--registry`` (None without); with ``--resume`` (or
+    ``--resume-or-new``) and no local run of the role, the role's newest registry
+    checkpoint is put where the local resume finds it."""
+    if opts.registry is None:
+        return None
+    assert opts.league_dir is not None  # RunOptions.validate
+    sync = connect(opts.registry, LeagueDir(opts.league_dir), opts.location)
+    if ((opts.resume or opts.resume_if_any) and opts.run_dir is None
+            and find_resume_dir(cfg.role, opts.runs_root) is None):
+        fetch_resume_checkpoint(sync.client, cfg.role, opts.runs_root)
+    return sync
+
+
+def _open_run_dir(cfg: TrainConfig, opts: RunOptions) -> tuple[Path, dict[str, Any] | None]:
+    """(run dir, metadata of the generation to resume from or None); the dir exists."""
+    resume = opts.resume
+    if opts.resume_if_any:
+        resume = bool(list_checkpoints(opts.run_dir) if opts.run_dir
+                      else find_resume_dir(cfg.role, opts.runs_root))
     if resume:
-        rd = Path(run_dir) if run_dir else find_resume_dir(cfg.role, runs_root)
+        rd = Path(opts.run_dir) if opts.run_dir else find_resume_dir(cfg.role, opts.runs_root)
         if rd is None or not list_checkpoints(rd):
             raise FileNotFoundError(f"--resume: no checkpoint of role {cfg.role!r} under "
-                                    f"{run_dir or Path(runs_root) / cfg.role}")
+                                    f"{opts.run_dir or Path(opts.runs_root) / cfg.role}")
         return rd, newest_metadata(rd)
-    rd = Path(run_dir) if run_dir else new_run_dir(cfg.role, cfg.seed, runs_root)
+    rd = Path(opts.run_dir) if opts.run_dir else new_run_dir(cfg.role, cfg.seed, opts.runs_root)
     if list_checkpoints(rd):
         raise FileExistsError(f"{rd} already holds checkpoints: pass resume=True (--resume) "
                               "or choose another run_dir")
+    rd.mkdir(parents=True, exist_ok=True)
     return rd, None
 
 
-def _make_envs(cfg: TrainConfig, sampler: CpuCurriculum) -> tuple[Any, list[Any], Any]:
-    """(training vec env, evaluation envs, the server group they play on or None).
-
-    In-process envs are arenas of one shared server group (a server process per
-    core the trainer leaves free); the evaluation envs are arenas there too.  With
-    ``cfg.ray`` the training envs are Ray actors (brawlkit/distributed) and the
-    evaluation envs arenas of a local server."""
-    from stable_baselines3.common.vec_env import VecMonitor
-
-    from brawlkit.env import BrawlpitEnv
-    from brawlkit.env.rewards import make_reward
-    from brawlkit.env.vecenv import NextOpponent, make_vec_env
-    from brawlkit.wire.server import ServerGroup
-
-    env_kw: dict[str, Any] = dict(mode="lockstep", action_repeat=cfg.action_repeat,
-                                  input_layout=cfg.input_layout)
-    group = None
-    if cfg.ray is not None:
-        from brawlkit.distributed.training import make_ray_envs
-
-        venv = make_ray_envs(cfg, sampler)[0]
-        try:
-            n_eval = min(N_EVAL_ENVS, cfg.n_envs)
-            group = ServerGroup(n_eval, servers=1)
-            evals = [BrawlpitEnv(opponent="cpu:1", server=group.server_for(i), **env_kw)
-                     for i in range(n_eval)]
-        except BaseException:
-            venv.close()
-            if group is not None:
-                group.close()
-            raise
-        return venv, evals, group
-    if cfg.vec == "subproc":
-        # the sampler lives in this process; each worker gets its picks pushed (one
-        # episode late) and, being a process of its own, a server that never spins
-        firsts = [sampler.sample() for _ in range(cfg.n_envs)]
-
-        def env_fn(i: int) -> Any:
-            return lambda: NextOpponent(BrawlpitEnv(
-                opponent=firsts[i], reward=make_reward(cfg.reward), server_spin_us=0,
-                max_episode_steps=cfg.max_episode_steps, **env_kw), firsts[i])
+def _opponents(cfg: TrainConfig, opts: RunOptions, run_name: str, start_gen: int,
+               resume_from: dict[str, Any] | None,
+               sync: RegistrySync | None) -> tuple[LeagueTrainee | None, Any]:
+    """(the league side of the run or None, the opponent sampler), its state resumed."""
+    league = None
+    if opts.league_dir is not None:
+        if cfg.vec != "inproc" and cfg.ray is None:
+            raise ValueError("a league run needs --vec inproc (or --ray): frozen opponents play "
+                             "in the trainer's process (or in the Ray workers)")
+        league = LeagueTrainee(opts.league_dir, cfg, run_name, seed=cfg.seed + start_gen,
+                               sync=sync)
+        sampler: Any = league.sampler
     else:
-        group = ServerGroup(cfg.n_envs, servers=cfg.servers)
-
-        def env_fn(i: int) -> Any:
-            return lambda: BrawlpitEnv(
-                opponent="cpu:1", opponent_sampler=sampler, reward=make_reward(cfg.reward),
-                server=group.server_for(i), max_episode_steps=cfg.max_episode_steps, **env_kw)
-
-    try:
-        venv = VecMonitor(make_vec_env([env_fn(i) for i in range(cfg.n_envs)], vec=cfg.vec))
-    except BaseException:
-        if group is not None:
-            group.close()
-        raise
-    try:
-        n_eval = min(N_EVAL_ENVS, cfg.n_envs)
-        if group is not None:
-            evals = [BrawlpitEnv(opponent="cpu:1", server=group.server_for(i), **env_kw)
-                     for i in range(n_eval)]
-        else:
-            evals = [BrawlpitEnv(opponent="cpu:1", parallel=n_eval, **env_kw) for _ in range(n_eval)]
-    except BaseException:
-        venv.close()
-        if group is not None:
-            group.close()
-        raise
-    return venv, evals, group
+        sampler = CpuCurriculum(k=cfg.curriculum_k, floor=cfg.curriculum_floor,
+                                seed=cfg.seed + start_gen)
+    if resume_from and resume_from.get("sampler"):
+        sampler.load_state_dict(resume_from["sampler"])
+    return league, sampler
 
 
-def _load_or_build(cfg: TrainConfig, venv: Any, rdir: Path,
-                   resume_from: dict[str, Any] | None) -> tuple[Any, str | None]:
-    """(model, parent checkpoint name): the resumed generation, or a fresh model."""
-    if resume_from is None:
-        return build_model(cfg, venv), None
+class _Generations:
+    """The model of one run and what every generation does with it (:meth:`run`)."""
+
+    def __init__(self, cfg: TrainConfig, envs: TrainingEnvs, rdir: Path,
+                 resume_from: dict[str, Any] | None, sampler: Any,
+                 league: LeagueTrainee | None, reward_weights: dict[str, Any],
+                 pbar: Any) -> None:
+        self.cfg, self.envs, self.rdir = cfg, envs, rdir
+        self.sampler, self.league, self.reward_weights, self.pbar = (sampler, league,
+                                                                     reward_weights, pbar)
+        self.model, self.parent, self.member_parent = _load_or_build(cfg, envs.venv, rdir,
+                                                                     resume_from)
+        self.callback = envs.callback(TrainCallback(
+            sampler, cfg.n_envs, push_opponents=cfg.vec == "subproc" and cfg.ray is None,
+            pbar=pbar, on_episode=league.on_episode if league else None))
+
+    def run(self, gen: int, result: TrainResult) -> float:
+        """Train, evaluate, save and register generation ``gen``; its seconds."""
+        cfg, model = self.cfg, self.model
+        g0 = time.perf_counter()
+        steps_before = model.num_timesteps
+        model.learn(total_timesteps=cfg.steps_per_generation, reset_num_timesteps=False,
+                    callback=self.callback, log_interval=1, progress_bar=False)
+        train_s = time.perf_counter() - g0
+        evals = evaluate_model(model, cfg.eval_levels, cfg.eval_episodes, self.envs.evals,
+                               policy_meta(cfg))
+        _log_evals(model, gen, evals)
+        # decided before saving, so the metadata (and its sampler state) says what follows
+        reset = self.league is not None and self.sampler.wants_reset(gen)
+        zip_path = save_generation(model, self.rdir, gen, {
+            **self._metadata(gen, steps_before, evals, reset),
+            "train_seconds": round(train_s, 2),
+            "eval_seconds": round(time.perf_counter() - g0 - train_s, 2),
+        })
+        result.add(gen, zip_path, int(model.num_timesteps), evals,
+                   update_best(self.rdir, gen, zip_path, selection_score(evals)))
+        _report(self.pbar, gen, int(model.num_timesteps), evals,
+                getattr(self.sampler, "max_level", None))
+        self.parent = zip_path.name
+        if self.league is not None:
+            member = self.league.register(gen, model, zip_path, policy_meta(cfg),
+                                          self.member_parent, evals)
+            self.member_parent = member.id
+        if reset:  # an exploiter starts over from fresh weights: no parent, in both lineages
+            self.model = _fresh_weights(cfg, self.envs.venv, gen, model.logger)
+            self.parent = self.member_parent = None
+        return time.perf_counter() - g0
+
+    def _metadata(self, gen: int, steps_before: int, evals: dict[str, dict[str, Any]],
+                  reset: bool) -> dict[str, Any]:
+        cfg, model, venv = self.cfg, self.model, self.envs.venv
+        return {
+            "role": cfg.role,
+            "parent": self.parent,
+            "steps": int(model.num_timesteps),
+            "steps_this_generation": int(model.num_timesteps - steps_before),
+            "created": now_iso(),
+            "seed": cfg.seed,
+            "config": cfg.to_dict(),
+            "policy": {**network_description(), "obs_dim": int(venv.observation_space.shape[0]),
+                       "act_dim": int(venv.action_space.shape[0]), **vars(policy_meta(cfg))},
+            "reward_config": self.reward_weights,
+            "sampler": self.sampler.state_dict(),
+            "eval": {k: _eval_record(v) for k, v in evals.items()},
+            "selection_score": selection_score(evals),
+            "member": self.league.member_id(gen) if self.league else None,
+            "reset_after": reset,
+        }
+
+    def __enter__(self) -> _Generations:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.model.logger.close()
+
+
+def _over_budget(budget_s: float | None, elapsed_s: float, took_s: float, gen: int) -> bool:
+    """Would another generation as long as the last one overrun the time budget?"""
+    if budget_s is None or elapsed_s + took_s <= budget_s:
+        return False
+    print(f"train: time budget of {budget_s:.0f}s reached after generation {gen}",
+          file=sys.stderr)
+    return True
+
+
+def _flush_registry(sync: RegistrySync | None, opts: RunOptions) -> None:
+    """One more push of what a down registry left queued; say what stays local."""
+    if sync is None or not (sync.pending_members or sync.pending_matches):
+        return
+    sync.push()
+    if sync.pending_members or sync.pending_matches:
+        print(f"train: registry {opts.registry} unreachable at the end: "
+              f"{len(sync.pending_members)} member(s) and {len(sync.pending_matches)} "
+              f"match(es) are only in {opts.league_dir}; `python -m brawlkit registry push "
+              f"--league-dir {opts.league_dir} --url {opts.registry}` sends them later",
+              file=sys.stderr)
+
+
+def _load_or_build(cfg: TrainConfig, venv: Any, rdir: Path, resume_from: dict[str, Any] | None
+                   ) -> tuple[Any, str | None, str | None]:
+    """(model, parent checkpoint name, parent member id), its logger writing to ``rdir``:
+    a fresh model, the resumed generation's, or — when the resumed generation ended
+    with an exploiter's reset — the same fresh weights the uninterrupted run had."""
     from stable_baselines3 import PPO
 
+    if resume_from is None:
+        model = build_model(cfg, venv)
+        model.set_logger(configure(str(rdir), ["csv", "tensorboard"]))
+        return model, None, None
     gen = int(resume_from["generation"])
+    # SB3's CSV writer truncates: keep the earlier part under its own name
+    old = rdir / "progress.csv"
+    if old.is_file():
+        old.rename(rdir / f"progress_until_gen_{gen:04d}.csv")
+    logger = configure(str(rdir), ["csv", "tensorboard"])
+    if resume_from.get("reset_after"):
+        return _fresh_weights(cfg, venv, gen, logger), None, None
     zip_path = generation_paths(rdir, gen)[0]
     model = PPO.load(str(zip_path), env=venv, device="cpu")
     model.ent_coef = cfg.ent_coef
     model.set_random_seed(cfg.seed + gen + 1)
     stamp_model(model, policy_meta(cfg))
-    # SB3's CSV writer truncates: keep the earlier part under its own name
-    old = rdir / "progress.csv"
-    if old.is_file():
-        old.rename(rdir / f"progress_until_gen_{gen:04d}.csv")
-    return model, zip_path.name
+    model.set_logger(logger)
+    return model, zip_path.name, resume_from.get("member")
 
 
 def _progress_bar(cfg: TrainConfig, enabled: bool) -> Any:
+    """A context manager: the run's progress bar, or nothing."""
     if not enabled:
-        return None
+        return contextlib.nullcontext()
     # tqdm.auto: a widget bar inside Jupyter (one line in a papermill output
     # instead of hundreds of carriage-return updates), text in a terminal
     from tqdm.auto import tqdm
@@ -262,172 +403,11 @@ def selection_score(evals: dict[str, dict[str, Any]]) -> float:
     return float(sum(ev["win_rate"] for ev in evals.values()) / max(len(evals), 1))
 
 
-def train(cfg: TrainConfig | None = None, *, run_dir: str | Path | None = None,
-          runs_root: str | Path = DEFAULT_RUNS_ROOT, resume: bool = False,
-          progress: bool = True, league_dir: str | Path | None = None,
-          registry: str | None = None, location: str | None = None,
-          resume_if_any: bool = False, time_budget_s: float | None = None) -> TrainResult:
-    """Train ``cfg.role`` for ``cfg.generations`` x ``cfg.steps_per_generation`` env steps.
-
-    ``run_dir`` defaults to a fresh ``runs/<role>/<timestamp>-s<seed>``; with
-    ``resume=True`` and no ``run_dir`` the role's run with the newest
-    checkpoint continues (its generations, sampler state and logs).
-
-    ``league_dir``: train as a member of that league (docs/league.md) — opponents
-    from the role's PFSP sampler over the pool instead of the CPU curriculum, every
-    generation registered there (zip, ``.bpw``, record) with the matches it played.
-
-    ``registry``: the URL of a checkpoint registry (docs/registry.md) the league
-    directory is kept in step with — every generation pushed (as ``location``,
-    default the host name), the other locations' members pulled in; with
-    ``resume=True`` and no local checkpoint of the role, the run continues from the
-    role's newest checkpoint in the registry (a fresh Colab VM picks up where the
-    last one stopped).
-
-    ``resume_if_any``: resume when there is something to resume (a local run of the
-    role, or with ``registry`` one in the registry), else start a new run — what a
-    script that runs the same command on every machine wants.  ``time_budget_s``:
-    stop after the generation past which another would overrun the budget (at most
-    ``cfg.generations`` still).
-    """
-    cfg = cfg or TrainConfig()
-    cfg.validate()
-    limit_threads()
-    from stable_baselines3.common.logger import configure
-
-    from brawlkit.env.rewards import make_reward, reward_config
-    from brawlkit.training.callbacks import TrainCallback
-    from brawlkit.training.evaluate import evaluate_model
-
-    reward_weights = reward_config(make_reward(cfg.reward))  # fails fast on a bad reward spec
-    sync = None
-    if registry is not None:
-        if league_dir is None:
-            raise ValueError("--registry needs --league-dir: the local pool the registry is "
-                             "mirrored into (docs/registry.md)")
-        from brawlkit.league.pool import LeagueDir
-        from brawlkit.registry.sync import connect, fetch_resume_checkpoint
-
-        sync = connect(registry, LeagueDir(league_dir), location)
-        if ((resume or resume_if_any) and run_dir is None
-                and find_resume_dir(cfg.role, runs_root) is None):
-            fetch_resume_checkpoint(sync.client, cfg.role, runs_root)
-    if resume_if_any:
-        resume = bool(list_checkpoints(run_dir) if run_dir else find_resume_dir(cfg.role, runs_root))
-    rdir, resume_from = _run_dir(cfg, run_dir, runs_root, resume)
-    rdir.mkdir(parents=True, exist_ok=True)
-    start_gen = int(resume_from["generation"]) + 1 if resume_from else 0
-
-    league = None
-    if league_dir is not None:
-        if cfg.vec != "inproc" and cfg.ray is None:
-            raise ValueError("a league run needs --vec inproc (or --ray): frozen opponents play "
-                             "in the trainer's process (or in the Ray workers)")
-        from brawlkit.league.trainee import LeagueTrainee
-
-        league = LeagueTrainee(league_dir, cfg, rdir.name, seed=cfg.seed + start_gen, sync=sync)
-        sampler: Any = league.sampler
-    else:
-        sampler = CpuCurriculum(k=cfg.curriculum_k, floor=cfg.curriculum_floor,
-                                seed=cfg.seed + start_gen)
-    if resume_from and resume_from.get("sampler"):
-        sampler.load_state_dict(resume_from["sampler"])
-
-    result = TrainResult(run_dir=rdir)
-    t0 = time.perf_counter()
-    venv, eval_envs, servers = _make_envs(cfg, sampler)
-    pbar = None
-    model = None
-    try:
-        model, parent = _load_or_build(cfg, venv, rdir, resume_from)
-        model.set_logger(configure(str(rdir), ["csv", "tensorboard"]))
-        pbar = _progress_bar(cfg, progress)
-        callback: Any = TrainCallback(sampler, cfg.n_envs,
-                                      push_opponents=cfg.vec == "subproc" and cfg.ray is None,
-                                      pbar=pbar, on_episode=league.on_episode if league else None)
-        if cfg.ray is not None:  # pool changes to the Ray workers between rollouts; losses logged
-            from stable_baselines3.common.callbacks import CallbackList
-
-            from brawlkit.distributed.training import RayCallback
-
-            callback = CallbackList([callback, RayCallback(venv.venv)])
-        member_parent = resume_from.get("member") if resume_from else None
-
-        for gen in range(start_gen, start_gen + cfg.generations):
-            g0 = time.perf_counter()
-            steps_before = model.num_timesteps
-            model.learn(total_timesteps=cfg.steps_per_generation, reset_num_timesteps=False,
-                        callback=callback, log_interval=1, progress_bar=False)
-            train_s = time.perf_counter() - g0
-            evals = evaluate_model(model, cfg.eval_levels, cfg.eval_episodes, eval_envs,
-                                   policy_meta(cfg))
-            _log_evals(model, gen, evals)
-            zip_path = save_generation(model, rdir, gen, {
-                "role": cfg.role,
-                "parent": parent,
-                "steps": int(model.num_timesteps),
-                "steps_this_generation": int(model.num_timesteps - steps_before),
-                "created": now_iso(),
-                "seed": cfg.seed,
-                "config": cfg.to_dict(),
-                "policy": {**network_description(), "obs_dim": int(venv.observation_space.shape[0]),
-                           "act_dim": int(venv.action_space.shape[0]),
-                           **vars(policy_meta(cfg))},
-                "reward_config": reward_weights,
-                "sampler": sampler.state_dict(),
-                "eval": {k: _eval_record(v) for k, v in evals.items()},
-                "selection_score": selection_score(evals),
-                "member": league.member_id(gen) if league else None,
-                "train_seconds": round(train_s, 2),
-                "eval_seconds": round(time.perf_counter() - g0 - train_s, 2),
-            })
-            steps = int(model.num_timesteps)
-            parent = zip_path.name
-            result.checkpoints.append(zip_path)
-            result.evals.append({"generation": gen, "steps": steps,
-                                 **{k: v["win_rate"] for k, v in evals.items()},
-                                 **{f"sampled_{k}": v["sampled"]["win_rate"] for k, v in evals.items()}})
-            result.best_checkpoint = update_best(rdir, gen, zip_path, selection_score(evals))
-            _report(pbar, gen, steps, evals, getattr(sampler, "max_level", None))
-            if league is not None:
-                member = league.register(gen, model, zip_path, policy_meta(cfg), member_parent, evals)
-                member_parent = member.id
-                if sampler.wants_reset(gen):  # exploiters start over from fresh weights
-                    model = _fresh_weights(cfg, venv, gen, model.logger)
-                    member_parent = None
-            took = time.perf_counter() - g0
-            if time_budget_s is not None and time.perf_counter() - t0 + took > time_budget_s:
-                print(f"train: time budget of {time_budget_s:.0f}s reached after generation "
-                      f"{gen}", file=sys.stderr)
-                break
-        result.total_timesteps = int(model.num_timesteps)
-        if sync is not None and (sync.pending_members or sync.pending_matches):
-            sync.push()  # one more try for what a down registry left queued
-            if sync.pending_members or sync.pending_matches:
-                print(f"train: registry {registry} unreachable at the end: "
-                      f"{len(sync.pending_members)} member(s) and {len(sync.pending_matches)} "
-                      f"match(es) are only in {league_dir}; `python -m brawlkit registry push "
-                      f"--league-dir {league_dir} --url {registry}` sends them later",
-                      file=sys.stderr)
-    finally:
-        if pbar is not None:
-            pbar.close()
-        for e in eval_envs:
-            e.close()
-        venv.close()
-        if servers is not None:
-            servers.close()
-        result.seconds = time.perf_counter() - t0
-        if model is not None:
-            model.logger.close()
-    return result
-
-
 def _fresh_weights(cfg: TrainConfig, venv: Any, generation: int, logger: Any) -> Any:
     """A newly initialised model (an exploiter's reset after ``generation``), seeded from
-    the run's seed and the generation so a rerun resets to the same weights. It keeps
-    the run's logger: a new one would truncate ``progress.csv`` and lose the log of every
-    generation before the reset."""
+    the run's seed and the generation so a rerun — or a resume — resets to the same
+    weights. It keeps the run's logger: a new one would truncate ``progress.csv`` and
+    lose the log of every generation before the reset."""
     seed = cfg.seed + 7919 * (generation + 1)
     model = build_model(TrainConfig.from_dict({**cfg.to_dict(), "seed": seed}), venv)
     model.set_logger(logger)
@@ -438,7 +418,7 @@ def _report(pbar: Any, gen: int, steps: int, evals: dict[str, dict[str, Any]],
             level: int | None) -> None:
     """One line per generation: each level's win rate, deterministic/sampled."""
     rates = {k: f"{v['win_rate']:.2f}/{v['sampled']['win_rate']:.2f}" for k, v in evals.items()}
-    if pbar is not None:
+    if pbar is not None and not isinstance(pbar, contextlib.nullcontext):
         pbar.set_postfix(rates | ({"lvl": level} if level is not None else {}))
     else:
         print(f"gen {gen}: steps {steps} win rate deterministic/sampled "

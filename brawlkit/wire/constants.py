@@ -52,3 +52,11 @@ def _load() -> SimpleNamespace:
 
 
 C = _load()
+
+#: the server's modes by the name the CLI, the env and the launcher use (the one table
+#: of names -> the header's ``BP_MODE_*`` ids; docs/protocol.md "Modes")
+MODE_IDS: dict[str, int] = {"lockstep": int(C.BP_MODE_LOCKSTEP),
+                            "fastforward": int(C.BP_MODE_FASTFORWARD),
+                            "realtime": int(C.BP_MODE_REALTIME)}
+#: the mode names, lockstep (training's) first
+MODES: tuple[str, ...] = tuple(MODE_IDS)

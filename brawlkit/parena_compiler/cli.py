@@ -1,4 +1,4 @@
-"""``python -m brawlkit.parena compile FILE --emit c|py [-o OUT_BASENAME] [--header H]``.
+"""``python -m brawlkit.parena_compiler compile FILE --emit c|py [-o OUT_BASENAME] [--header H]``.
 
 Exit status: 0 ok, 1 compile error (one line ``FILE:LINE:COL: error: ...`` on
 stderr), 2 usage error.  Never a traceback.
@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from brawlkit.parena.errors import ParenaError
+from brawlkit.parena_compiler.errors import ParenaError
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -38,9 +38,9 @@ def _write(path: Path, text: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        from brawlkit.parena import _read, check_source
-        from brawlkit.parena.emit_c import emit_c
-        from brawlkit.parena.emit_py import emit_python
+        from brawlkit.parena_compiler import _read, check_source
+        from brawlkit.parena_compiler.emit_c import emit_c
+        from brawlkit.parena_compiler.emit_py import emit_python
 
         src_path = Path(args.file)
         mod = check_source(_read(src_path), args.file, args.header)

@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from brawlkit.league.plots import ROLE_COLOURS, LeagueView, _ax
 from brawlkit.league.records import Member
+from brawlkit.report.league_plots import ROLE_COLOURS, LeagueView, _ax
 
 #: opponent groups of the PFSP-draws plot, in stacking order
 GROUPS = ("cpu", "baseline", "main", "main_exploiter", "league_exploiter", "human", "other")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from brawlkit.parena.syntax import Binary, BoolLit, Call, Name, Node, Num, Unary
+from brawlkit.parena_compiler.syntax import Binary, BoolLit, Call, Name, Node, Num, Unary
 
 
 @dataclass(frozen=True)

@@ -12,10 +12,10 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from brawlkit.parena.errors import ParenaError
-from brawlkit.parena.header import default_header, read_header
-from brawlkit.parena.runtime import HELPERS
-from brawlkit.parena.syntax import (
+from brawlkit.parena_compiler.errors import ParenaError
+from brawlkit.parena_compiler.header import default_header, read_header
+from brawlkit.parena_compiler.runtime import HELPERS
+from brawlkit.parena_compiler.syntax import (
     Binary,
     BoolLit,
     Call,

@@ -6,7 +6,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from brawlkit.parena.errors import ParenaError
+from brawlkit.parena_compiler.errors import ParenaError
 
 KEYWORDS = frozenset(
     {"labels", "const", "fn", "let", "when", "otherwise", "and", "or", "not", "true", "false",

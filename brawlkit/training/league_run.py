@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from brawlkit.league.records import ROLES
-from brawlkit.wire.server import usable_cores
+from brawlkit.wire.server_process import usable_cores
 
 _GEN = re.compile(r"^gen (\d+): steps (\d+) (.*)$")
 #: seconds a child gets to stop after SIGINT before SIGTERM, then SIGKILL

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from brawlkit.parena.check import CheckedFn, CheckedModule, LabelRef
-from brawlkit.parena.emit_expr import Dialect
-from brawlkit.parena.runtime import PY_RUNTIME
+from brawlkit.parena_compiler.check import CheckedFn, CheckedModule, LabelRef
+from brawlkit.parena_compiler.emit_expr import Dialect
+from brawlkit.parena_compiler.runtime import PY_RUNTIME
 
 PY = Dialect(nan="_nan", inf="_inf", true="True", false="False", not_op="not ",
              calls={"abs": "_abs", "sign": "_sign", "min": "_min", "max": "_max", "clip": "_clip"},

@@ -19,7 +19,7 @@ step.  Each step:
 
 League opponents travel as member ids; :meth:`RayVecEnv.sync_pool` ships the blobs of
 members the sampler's pool gained (called between rollouts by
-:class:`~brawlkit.distributed.training.RayCallback`, and before a member is first sent).
+:class:`~brawlkit.training.envs.RayCallback`, and before a member is first sent).
 
 **A lost worker** (its process killed — its connection then ends at once —, its node
 gone, an exception inside it, a reply that does not answer the request just sent, or

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from brawlkit.league.pool import LeagueDir
+from brawlkit.league.directory import LeagueDir
 from brawlkit.league.ratings import BTResult, EloResult, bradley_terry, cycles, elo, payoff_matrix
 from brawlkit.league.records import MatchRecord, Member
 

@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from brawlkit.common.paths import native_path
+from brawlkit.wire.constants import MODES
 
-MODES = ("lockstep", "fastforward", "realtime")
 _LISTEN = re.compile(rb"^listening (\d+)\s*$")
 _PR_SET_PDEATHSIG = 1
 

@@ -5,7 +5,7 @@ python3).  One ``.prn`` source compiles to a Python callable and to a C
 ``.c``/``.h`` pair that compute the same thing in IEEE double with the same
 operation order.
 
-    from brawlkit.parena import compile_file, load_stdlib_function
+    from brawlkit.parena_compiler import compile_file, load_stdlib_function
     mod = compile_file("parena/stdlib/brawlpit/commander_mod.prn")
     mod.functions["commander_posture"](*inputs)   # -> label index (int)
     mod.label_sets["posture"]                     # ('neutral', ..., 'recover')
@@ -19,11 +19,11 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from brawlkit.parena.check import CheckedModule, check
-from brawlkit.parena.emit_c import emit_c
-from brawlkit.parena.emit_py import emit_python
-from brawlkit.parena.errors import ParenaError
-from brawlkit.parena.syntax import parse
+from brawlkit.parena_compiler.check import CheckedModule, check
+from brawlkit.parena_compiler.emit_c import emit_c
+from brawlkit.parena_compiler.emit_py import emit_python
+from brawlkit.parena_compiler.errors import ParenaError
+from brawlkit.parena_compiler.syntax import parse
 
 __all__ = [
     "CompiledModule", "ParenaError", "compile_source", "compile_file", "load_stdlib_function",
@@ -93,6 +93,6 @@ def load_stdlib_function(relpath: str, name: str) -> Callable[..., Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from brawlkit.parena.cli import main as _main
+    from brawlkit.parena_compiler.cli import main as _main
 
     return _main(argv)

@@ -14,7 +14,7 @@ from typing import Any
 
 from brawlkit.wire import protocol as P
 from brawlkit.wire.constants import C
-from brawlkit.wire.server import ServerError, ServerProcess
+from brawlkit.wire.server_process import ServerError, ServerProcess
 
 #: how often a request still unanswered is sent again (s): a lost datagram either way
 #: costs this much, and CMD, HELLO and a same-nonce RESET are idempotent server-side

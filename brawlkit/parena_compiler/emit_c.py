@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import re
 
-from brawlkit.parena.check import CheckedFn, CheckedModule, LabelRef
-from brawlkit.parena.emit_expr import Dialect
-from brawlkit.parena.runtime import C_RUNTIME
-from brawlkit.parena.syntax import Binary, Name, Node, walk
+from brawlkit.parena_compiler.check import CheckedFn, CheckedModule, LabelRef
+from brawlkit.parena_compiler.emit_expr import Dialect
+from brawlkit.parena_compiler.runtime import C_RUNTIME
+from brawlkit.parena_compiler.syntax import Binary, Name, Node, walk
 
 C = Dialect(nan="NAN", inf="HUGE_VAL", true="1", false="0", not_op="!",
             calls={"abs": "fabs", "sign": "prn_sign", "min": "prn_min", "max": "prn_max",

@@ -29,9 +29,10 @@ import numpy as np
 
 from brawlkit.export.actor import actor_layers
 from brawlkit.export.bpw import PolicyMeta, pack_bpw
-from brawlkit.league.pool import LeagueDir
-from brawlkit.league.records import MatchRecord, Member, cpu_id
+from brawlkit.league.directory import LeagueDir
+from brawlkit.league.records import MatchRecord, Member, MemberId
 from brawlkit.league.roles import SAMPLERS, LeagueSampler
+from brawlkit.wire.cpu_level import CpuLevel
 
 if TYPE_CHECKING:
     from brawlkit.registry.sync import RegistrySync
@@ -73,7 +74,7 @@ class LeagueTrainee:
 
     def member_id(self, generation: int) -> str:
         """The id generation ``generation`` of this run registers under."""
-        return f"{self.cfg.role}-{self.run_name}-g{generation:04d}"
+        return str(MemberId(self.cfg.role, self.run_name, generation))
 
     def on_episode(self, opponent: str, outcome: str, ticks: int) -> None:
         self._episodes.append((time.time(), opponent, outcome, int(ticks)))
@@ -97,7 +98,7 @@ class LeagueTrainee:
         # its content, here and in the registry: identical records would count once)
         now, k = time.time(), 0
         for name, ev in evals.items():
-            opp = cpu_id(int(name.split("_")[1]))
+            opp = CpuLevel.from_key(name).spec
             for result, n in (("win", ev["wins"]), ("draw", ev["draws"]), ("loss", ev["losses"])):
                 for _ in range(int(n)):
                     records.append(MatchRecord(time=now + 1e-5 * k, a=member_id, b=opp,
