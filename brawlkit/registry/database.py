@@ -68,7 +68,7 @@ from brawlkit.registry.auth import SecretHash
 #: the schema version this code writes and reads
 SCHEMA_VERSION = 3
 STATUSES = ("registered", "active", "disabled")
-#: length bounds of stored text (ids and names are plain names, see service.py)
+#: length bounds of stored text (ids and names are plain names, see schemas.py)
 ID_LEN = 200
 TEXT_LEN = 1000
 #: a player's name (``PLAYER_NAME_RE`` allows 24; the column leaves room)
