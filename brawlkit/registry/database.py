@@ -68,7 +68,7 @@ from brawlkit.registry.auth import SecretHash
 #: the schema version this code writes and reads
 SCHEMA_VERSION = 3
 STATUSES = ("registered", "active", "disabled")
-#: length bounds of stored text (ids and names are plain names, see service.py)
+#: length bounds of stored text (ids and names are plain names, see schemas.py)
 ID_LEN = 200
 TEXT_LEN = 1000
 #: a player's name (``PLAYER_NAME_RE`` allows 24; the column leaves room)
@@ -77,15 +77,17 @@ PLAYER_NAME_LEN = 64
 _BIGINT = BigInteger().with_variant(Integer, "sqlite")  # SQLite autoincrement needs INTEGER
 
 
-class RegistryError(Exception):
-    """Base of the errors the service turns into 4xx answers."""
+class RegistryDBError(Exception):
+    """A request the database's rules refuse: the base of the errors the service turns
+    into 4xx answers.  Not :class:`brawlkit.registry.client.RegistryError`, which is
+    what a *client* sees of any refusal (the HTTP answer, with its status)."""
 
 
-class NotFound(RegistryError):
+class NotFound(RegistryDBError):
     """No such checkpoint / agent (404)."""
 
 
-class Conflict(RegistryError):
+class Conflict(RegistryDBError):
     """The request contradicts what is stored (409)."""
 
 
