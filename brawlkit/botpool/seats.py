@@ -15,7 +15,6 @@ the server dying make the human match VOID.
 from __future__ import annotations
 
 import random
-import re
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -28,10 +27,8 @@ from brawlkit.botpool.recording import VERBS, Recorder, outcome, seat_void_kind
 from brawlkit.botpool.roster import Roster
 from brawlkit.botpool.servers import BotProcesses, Death, GameServer, wire_name
 from brawlkit.botpool.sources import ANONYMOUS, INITIAL, Bot
+from brawlkit.league.records import PLAYER_NAME_RE, player_id
 from brawlkit.wire.constants import C
-
-#: player names (spec section 3)
-PLAYER_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,24}$")
 
 
 @dataclass
@@ -54,8 +51,10 @@ def opponent_id(peer: PeerLine | None) -> tuple[str, str | None, str]:
         return ANONYMOUS, None, "no identity seen"
     if peer.kind == C.BP_PEER_CPU and peer.name:
         return peer.name, None, "the server's CPU"
-    if peer.ticket and PLAYER_NAME.match(peer.name):
-        return f"player:{peer.name}", peer.ticket, "ticket attached"
+    # fullmatch: the former ^...$ with match also let a trailing newline through, and a
+    # peer line's name (read line by line) never has one, so the test is the same
+    if peer.ticket and PLAYER_NAME_RE.fullmatch(peer.name):
+        return player_id(peer.name), peer.ticket, "ticket attached"
     why = "no ticket" if not peer.ticket else "name not a player name"
     return ANONYMOUS, None, f"name {peer.name!r}, {why}"
 
