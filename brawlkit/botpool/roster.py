@@ -20,9 +20,9 @@ import time
 from collections import Counter
 from collections.abc import Callable
 
-from brawlkit.botpool.sources import ANONYMOUS, INITIAL, K_FACTOR, Bot, Snapshot
+from brawlkit.botpool.sources import INITIAL, K_FACTOR, Bot, Snapshot
 from brawlkit.league.ratings import elo_expected
-from brawlkit.league.records import MatchRecord
+from brawlkit.league.records import ANONYMOUS_ID, MatchRecord
 
 #: a bot that failed to start this often in a row is left out for the rest of the run
 MAX_START_FAILURES = 3
@@ -117,7 +117,7 @@ class Roster:
         (``anonymous`` is never rated: only the other side moves)."""
         ra, rb = self.rating(rec.a), self.rating(rec.b)
         delta = K_FACTOR * (rec.score - elo_expected(ra, rb))
-        if rec.a != ANONYMOUS:
+        if rec.a != ANONYMOUS_ID:
             self.ratings[rec.a] = ra + delta
-        if rec.b != ANONYMOUS:
+        if rec.b != ANONYMOUS_ID:
             self.ratings[rec.b] = rb - delta

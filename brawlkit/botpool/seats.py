@@ -26,8 +26,8 @@ from brawlkit.botpool.procs import BotProc, PeerLine, Result
 from brawlkit.botpool.recording import VERBS, Recorder, outcome, seat_void_kind
 from brawlkit.botpool.roster import Roster
 from brawlkit.botpool.servers import BotProcesses, Death, GameServer, wire_name
-from brawlkit.botpool.sources import ANONYMOUS, INITIAL, Bot
-from brawlkit.league.records import PLAYER_NAME_RE, player_id
+from brawlkit.botpool.sources import INITIAL, Bot
+from brawlkit.league.records import ANONYMOUS_ID, PLAYER_NAME_RE, player_id
 from brawlkit.wire.constants import C
 
 
@@ -48,7 +48,7 @@ class Seat:
 def opponent_id(peer: PeerLine | None) -> tuple[str, str | None, str]:
     """(member id, ticket, note) of the human a seat played."""
     if peer is None:
-        return ANONYMOUS, None, "no identity seen"
+        return ANONYMOUS_ID, None, "no identity seen"
     if peer.kind == C.BP_PEER_CPU and peer.name:
         return peer.name, None, "the server's CPU"
     # fullmatch: the former ^...$ with match also let a trailing newline through, and a
@@ -56,7 +56,7 @@ def opponent_id(peer: PeerLine | None) -> tuple[str, str | None, str]:
     if peer.ticket and PLAYER_NAME_RE.fullmatch(peer.name):
         return player_id(peer.name), peer.ticket, "ticket attached"
     why = "no ticket" if not peer.ticket else "name not a player name"
-    return ANONYMOUS, None, f"name {peer.name!r}, {why}"
+    return ANONYMOUS_ID, None, f"name {peer.name!r}, {why}"
 
 
 class Seats:
@@ -182,9 +182,9 @@ class Seats:
             self._void(s, f"result line without a winner ({r})")
             return
         opp, ticket, note = opponent_id(s.opponent)
-        r_opp = self.roster.rating(opp) if opp != ANONYMOUS else INITIAL  # before it moves
+        r_opp = self.roster.rating(opp) if opp != ANONYMOUS_ID else INITIAL  # before it moves
         rec = self.recorder.result(s.bot.id, opp, res, r.ticks, ticket, human=True)
-        tail = "; anonymous: only the bot's rating moves" if opp == ANONYMOUS else ""
+        tail = "; anonymous: only the bot's rating moves" if opp == ANONYMOUS_ID else ""
         self.say(f"human match {self.recorder.completed}: {s.bot.id} {VERBS[res]} {opp} "
                  f"({r.ticks} ticks; {note}){tail}")
         self.recorder.keep_replay("human", s.server_gen, s.proc.arena, r.match_id, rec,
