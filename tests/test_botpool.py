@@ -353,7 +353,7 @@ def test_peer_and_result_lines_parse() -> None:
 
 
 def test_who_a_human_is() -> None:
-    from brawlkit.botpool.pool import BotPool
+    from brawlkit.botpool.engine import BotPool
     from brawlkit.botpool.procs import PeerLine
 
     ident = BotPool.opponent_id

@@ -69,7 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     if not (math.isfinite(args.hang_timeout) and args.hang_timeout >= 0):
         ap.error("--hang-timeout must be >= 0")
 
-    from brawlkit.botpool.pool import BotPool, Options
+    from brawlkit.botpool.engine import BotPool
+    from brawlkit.botpool.options import Options
     from brawlkit.league.directory import LeagueDir
 
     league = None

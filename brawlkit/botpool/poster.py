@@ -17,8 +17,7 @@ import threading
 from dataclasses import replace
 from typing import Any
 
-from brawlkit.botpool.sources import ANONYMOUS
-from brawlkit.league.records import MatchRecord
+from brawlkit.league.records import ANONYMOUS_ID, PLAYER_PREFIX, MatchRecord
 
 RETRY_S = 3.0
 BATCH = 1000
@@ -100,8 +99,8 @@ class Poster:
                     raise
                 except RegistryError as e:
                     if e.status == 403:
-                        anon = replace(rec, b=ANONYMOUS) if rec.b.startswith("player:") \
-                            else replace(rec, a=ANONYMOUS)
+                        anon = replace(rec, b=ANONYMOUS_ID) if rec.b.startswith(PLAYER_PREFIX) \
+                            else replace(rec, a=ANONYMOUS_ID)
                         self.messages.put(f"registry refused the ticket of {rec.b} ({e}): "
                                           "recorded against anonymous, only the bot's rating moves")
                         plain.append(anon)

@@ -28,8 +28,6 @@ from brawlkit.league.records import MatchRecord
 #: Elo of a bot before its first game (brawlkit.league.ratings' default)
 INITIAL = 1200.0
 K_FACTOR = 32.0
-#: the reserved id of a player without identity (spec: docs/registry.md, players)
-ANONYMOUS = "anonymous"
 
 
 @dataclass(frozen=True)
