@@ -193,6 +193,10 @@ def test_a_bpw_teacher_and_a_bpw_opponent_play_as_brawlpit_bot(tmp_path: Path) -
     # a CPU teacher against a policy opponent
     dsc = dm.collect_demos(5, t2, 2, 3, action_repeat=4)
     assert dsc.meta["opponent"] == f"policy:{t2}" and len(dsc) > 100
+    # a policy opponent decides at its blob's action repeat (t1: 2), as brawlpit_bot does
+    own = dm.collect_demos(5, t1, 2, 3, action_repeat=4)
+    assert same(own, dm.collect_demos(5, t1, 2, 3, action_repeat=4, opponent_repeat=2))
+    assert not same(own, dm.collect_demos(5, t1, 2, 3, action_repeat=4, opponent_repeat=4))
 
 
 def test_dagger_beta_1_executes_the_student_and_beta_0_the_labels(tmp_path: Path) -> None:
