@@ -26,11 +26,11 @@ from helpers import RawClient, c_layout
 from brawlkit.common.paths import native_dir
 from brawlkit.env.actions import decode_action
 from brawlkit.env.observation import INPUT_LAYOUT_OBS, INPUT_LAYOUT_SELF, INPUT_LAYOUTS, build_input
-from brawlkit.env.sim import BpInput  # the sim_lib fixture's input type
 from brawlkit.export import bpw as ex
 from brawlkit.training import demos as dm
 from brawlkit.wire import protocol as P
 from brawlkit.wire.constants import C
+from brawlkit.wire.sim import BpInput  # the sim_lib fixture's input type
 
 
 # ----------------------------------------------------------------- helpers
