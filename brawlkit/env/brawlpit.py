@@ -40,7 +40,7 @@ from brawlkit.env.observation import INPUT_LAYOUT, OBS_BOUND, build_input, check
 from brawlkit.env.rewards import OutcomeReward, RewardFn, match_outcome
 from brawlkit.env.udp_client import EnvError, ServerLink, UdpClient, send_step_commands
 from brawlkit.wire import protocol as P
-from brawlkit.wire.constants import MODE_IDS, MODES, C
+from brawlkit.wire.constants import MODE_IDS, MODES, C, check_action_repeat, check_input_delay
 from brawlkit.wire.cpu_level import CpuLevel
 from brawlkit.wire.protocol import Snapshot, snapshot_or_none
 from brawlkit.wire.server_process import ServerProcess
@@ -55,10 +55,11 @@ _REWARD_KEYS: dict[str, str] = {}
 
 
 def step_info(snap: Snapshot, elapsed: int, outcome: str | None, tiers: dict[str, float],
-              opponent: str) -> dict[str, Any]:
-    """The ``info`` of one step ended by ``snap`` (slot 0's view): what the env returns,
-    and what ``bench env``'s in-process reference builds to do the same work."""
-    me, op = snap.players[0], snap.players[1]
+              opponent: str, slot: int = 0) -> dict[str, Any]:
+    """The ``info`` of one step ended by ``snap``, from ``slot``'s side: what the env
+    returns, each agent of the PettingZoo view gets, and ``bench env``'s in-process
+    reference builds to do the same work (one declaration of the keys, docs/observation.md)."""
+    me, op = snap.players[slot], snap.players[1 - slot]
     info: dict[str, Any] = {
         "ticks_elapsed": elapsed,
         "tick": snap.tick,
@@ -171,10 +172,8 @@ class BrawlpitEnv(ServerLink, gym.Env[np.ndarray, np.ndarray]):
         super().__init__()
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-        if not 1 <= action_repeat <= C.BP_MAX_REPEAT:
-            raise ValueError(f"action_repeat must be in 1..{C.BP_MAX_REPEAT}, got {action_repeat}")
-        if not 0 <= input_delay <= C.BP_MAX_CMD_LEAD // 2:
-            raise ValueError(f"input_delay must be in 0..{C.BP_MAX_CMD_LEAD // 2} ticks")
+        check_action_repeat(action_repeat)
+        check_input_delay(input_delay)
         if input_delay and mode != "lockstep":
             raise ValueError("input_delay is defined for lockstep mode only (the free-running "
                              "modes already have real network/compute delay)")

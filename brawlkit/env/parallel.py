@@ -47,7 +47,7 @@ except ImportError as e:  # a pinned requirement, but only this module needs it
     ) from e
 
 from brawlkit.env.actions import ACT_DIM, NEUTRAL, Decoded, decode_action
-from brawlkit.env.brawlpit import _nonce
+from brawlkit.env.brawlpit import _nonce, step_info
 from brawlkit.env.observation import (
     INPUT_LAYOUT,
     OBS_BOUND,
@@ -59,7 +59,7 @@ from brawlkit.env.observation import (
 from brawlkit.env.rewards import RewardFn, make_reward, match_outcome
 from brawlkit.env.udp_client import EnvError, ServerLink, UdpClient, send_step_commands
 from brawlkit.wire import protocol as P
-from brawlkit.wire.constants import C
+from brawlkit.wire.constants import C, check_action_repeat, check_input_delay
 from brawlkit.wire.protocol import Snapshot, snapshot_or_none
 from brawlkit.wire.server_process import ServerProcess
 
@@ -115,10 +115,8 @@ class BrawlpitParallelEnv(ServerLink, ParallelEnv[str, np.ndarray, np.ndarray]):
         poll_us: float = 200.0,
         server_spin_us: int | None = None,
     ) -> None:
-        if not 1 <= action_repeat <= C.BP_MAX_REPEAT:
-            raise ValueError(f"action_repeat must be in 1..{C.BP_MAX_REPEAT}, got {action_repeat}")
-        if not 0 <= input_delay <= C.BP_MAX_CMD_LEAD // 2:
-            raise ValueError(f"input_delay must be in 0..{C.BP_MAX_CMD_LEAD // 2} ticks, got {input_delay}")
+        check_action_repeat(action_repeat)
+        check_input_delay(input_delay)
         if max_cycles is not None and max_cycles < 1:
             raise ValueError(f"max_cycles must be >= 1 or None, got {max_cycles}")
         if render_mode not in (None, "rgb_array"):
@@ -353,21 +351,8 @@ class BrawlpitParallelEnv(ServerLink, ParallelEnv[str, np.ndarray, np.ndarray]):
 
     def _info(self, slot: int, snap: Snapshot, elapsed: int, tiers: dict[str, float],
               raw: float) -> dict[str, Any]:
-        me, op = snap.players[slot], snap.players[1 - slot]
-        info: dict[str, Any] = {
-            "ticks_elapsed": elapsed,
-            "tick": snap.tick,
-            "ticks_left": snap.ticks_left,
-            "self_damage": me.damage,
-            "other_damage": op.damage,
-            "self_stocks": me.stocks,
-            "other_stocks": op.stocks,
-            "opponent": AGENTS[1 - slot],
-            "outcome": match_outcome(snap, slot),
-            "reward/raw": raw,
-        }
-        for k, v in tiers.items():
-            info[f"reward/{k}"] = v
+        info = step_info(snap, elapsed, match_outcome(snap, slot), tiers, AGENTS[1 - slot], slot)
+        info["reward/raw"] = raw
         return info
 
     def state(self) -> np.ndarray:

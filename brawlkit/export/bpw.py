@@ -63,7 +63,7 @@ from typing import Any
 
 import numpy as np
 
-from brawlkit.wire.constants import C
+from brawlkit.wire.constants import C, check_action_repeat
 
 MAGIC = b"BPW1"
 SHUFFLE_MAGIC = b"BPWS"
@@ -124,8 +124,7 @@ class PolicyMeta:
     reward: str = ""
 
     def validate(self) -> None:
-        if not 1 <= self.action_repeat <= C.BP_MAX_REPEAT:
-            raise ValueError(f"bpw: action_repeat {self.action_repeat} outside 1..{C.BP_MAX_REPEAT}")
+        check_action_repeat(self.action_repeat, "bpw: action_repeat")
         if not 1 <= self.input_layout <= MAX_INPUT_LAYOUT:
             raise ValueError(f"bpw: input_layout {self.input_layout} outside 1..{MAX_INPUT_LAYOUT}")
         raw = self.reward.encode("ascii", errors="replace")

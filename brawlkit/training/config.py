@@ -21,7 +21,7 @@ from typing import Any
 from brawlkit.env.rewards import REWARD_NAMES
 from brawlkit.env.vec_kinds import VEC_KINDS
 from brawlkit.league.records import ROLES
-from brawlkit.wire.constants import C
+from brawlkit.wire.constants import check_action_repeat
 from brawlkit.wire.cpu_level import CPU_LEVELS
 
 #: where runs go unless told: ``<runs_root>/<role>/<run>/``
@@ -138,9 +138,7 @@ class TrainConfig:
             raise ValueError(f"ent_coef must be >= 0, got {self.ent_coef}")
         if not 0 < self.gamma <= 1 or not 0 <= self.gae_lambda <= 1:
             raise ValueError("gamma must be in (0, 1] and gae_lambda in [0, 1]")
-        if not 1 <= self.action_repeat <= C.BP_MAX_REPEAT:
-            raise ValueError(f"action_repeat must be in 1..{C.BP_MAX_REPEAT} ticks (the wire's "
-                             f"BP_MAX_REPEAT), got {self.action_repeat}")
+        check_action_repeat(self.action_repeat)
         if any(lv not in CPU_LEVELS for lv in self.eval_levels):
             raise ValueError(f"eval_levels must be CPU levels {CPU_LEVELS[0]}..{CPU_LEVELS[-1]}, "
                              f"got {self.eval_levels}")

@@ -15,6 +15,7 @@ Usage::
 
 from __future__ import annotations
 
+import operator
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -60,3 +61,36 @@ MODE_IDS: dict[str, int] = {"lockstep": int(C.BP_MODE_LOCKSTEP),
                             "realtime": int(C.BP_MODE_REALTIME)}
 #: the mode names, lockstep (training's) first
 MODES: tuple[str, ...] = tuple(MODE_IDS)
+
+
+def check_action_repeat(value: int, what: str = "action_repeat") -> int:
+    """``value`` as an int if it is a repeat the wire carries (a CMD covers 1..BP_MAX_REPEAT
+    ticks; the server drops any other), else ``ValueError`` naming ``what``: the one range
+    check of the TrainConfig, the envs and the ``.bpw`` header."""
+    n = _integer(value)
+    if n is None or not 1 <= n <= int(C.BP_MAX_REPEAT):
+        raise ValueError(f"{what} {value!r} outside 1..{int(C.BP_MAX_REPEAT)}: it must be an "
+                         f"integer number of ticks the wire carries (BP_MAX_REPEAT)")
+    return n
+
+
+def check_input_delay(value: int, what: str = "input_delay") -> int:
+    """``value`` if it is an input delay lockstep can honour (a command may lead the
+    server's tick by at most BP_MAX_CMD_LEAD, half of it kept for the repeat), else
+    ``ValueError`` naming ``what``."""
+    limit = int(C.BP_MAX_CMD_LEAD) // 2
+    n = _integer(value)
+    if n is None or not 0 <= n <= limit:
+        raise ValueError(f"{what} {value!r} outside 0..{limit}: it must be an integer number "
+                         f"of ticks (half of BP_MAX_CMD_LEAD)")
+    return n
+
+
+def _integer(value: object) -> int | None:
+    """``value`` as an int when it is one (numpy integers too; not bools), else None."""
+    if isinstance(value, bool):
+        return None
+    try:
+        return operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        return None
