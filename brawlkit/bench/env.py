@@ -45,7 +45,11 @@ import numpy as np
 
 from brawlkit.env import BrawlpitEnv
 from brawlkit.env.actions import ACT_DIM, decode_action
-from brawlkit.env.observation import INPUT_LAYOUT, build_input
+from brawlkit.env.brawlpit import step_info
+from brawlkit.env.fastlane import BpCommand, build_inputs
+from brawlkit.env.observation import INPUT_LAYOUT, INPUT_LAYOUTS, build_input
+from brawlkit.env.rewards import OutcomeReward, match_outcome
+from brawlkit.env.vecenv import BrawlpitVecEnv
 from brawlkit.wire.protocol import parse_snapshot
 from brawlkit.wire.server_process import ServerGroup, spin_rule
 from brawlkit.wire.sim import InProcessMatch
@@ -139,10 +143,6 @@ def bench_inprocess_lane_like(n: int, steps: int, seed: int, repeat: int = 4) ->
     arenas: the inputs of all ``n`` built in one C call, each snapshot parsed, rewarded
     (:class:`~brawlkit.env.rewards.OutcomeReward`, the env's default) and described in an
     info dict like the env's."""
-    from brawlkit.env.brawlpit import step_info
-    from brawlkit.env.fastlane import BpCommand, build_inputs
-    from brawlkit.env.observation import INPUT_LAYOUTS
-    from brawlkit.env.rewards import OutcomeReward, match_outcome
 
     acts = _actions(steps, seed)
     ms = [InProcessMatch(cpu_level=3, seed=seed + i) for i in range(n)]
@@ -196,7 +196,6 @@ def bench_inprocess_many(n: int, steps: int, seed: int, repeat: int = 4) -> floa
 def bench_arenas_vec(n: int, steps: int, seed: int) -> float:
     """Env-steps/s of ``n`` lockstep envs that are arenas of ONE server process, stepped by
     :meth:`BrawlpitVecEnv.step_all` (the fast lane) as training steps them."""
-    from brawlkit.env.vecenv import BrawlpitVecEnv
 
     acts = _actions(steps, seed)
     group = ServerGroup(n, servers=1)

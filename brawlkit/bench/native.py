@@ -33,8 +33,11 @@ from typing import Any
 import numpy as np
 
 from brawlkit.common.paths import native_path
+from brawlkit.env.dummy import ZeroCostEnv
 from brawlkit.export.actor import NumpyPolicy, actor_layers, load_sb3_policy, torch_actor_mean
 from brawlkit.export.bpw import ACT_TANH, pack_bpw, parse_bpw
+from brawlkit.training.config import TrainConfig
+from brawlkit.training.ppo import build_model
 
 FMA_PER_CYCLE = 2
 LANES = 8
@@ -46,9 +49,6 @@ TANH_LATENCY = 45
 
 def fresh_policy(seed: int = 0) -> Any:
     """A freshly initialised SB3 policy of the project's network (no server, no training)."""
-    from brawlkit.env.dummy import ZeroCostEnv
-    from brawlkit.training.config import TrainConfig
-    from brawlkit.training.ppo import build_model
 
     return build_model(TrainConfig(seed=seed, n_envs=1), ZeroCostEnv()).policy
 

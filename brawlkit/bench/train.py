@@ -32,7 +32,15 @@ from typing import Any
 import gymnasium as gym
 
 from brawlkit.common.threads import limit_threads
+from brawlkit.distributed.cluster import RayConnection
+from brawlkit.distributed.ray_vecenv import RayVecEnv
+from brawlkit.env import BrawlpitEnv
 from brawlkit.env.dummy import ZeroCostEnv
+from brawlkit.env.rewards import make_reward
+from brawlkit.env.vecenv import make_vec_env
+from brawlkit.training.config import TrainConfig
+from brawlkit.training.ppo import build_model
+from brawlkit.wire.server_process import ServerGroup
 
 
 def _make_venv(kind: str, n_envs: int, vec: str, ray: str | None = None,
@@ -40,15 +48,10 @@ def _make_venv(kind: str, n_envs: int, vec: str, ray: str | None = None,
     """(vec env, the server group its envs share or None)."""
     from stable_baselines3.common.vec_env import VecMonitor
 
-    from brawlkit.env import BrawlpitEnv
-    from brawlkit.env.rewards import make_reward
-    from brawlkit.env.vecenv import make_vec_env
-    from brawlkit.wire.server_process import ServerGroup
 
     fns: list[Callable[[], gym.Env]]
     group = None
     if ray is not None:  # Ray env workers, each a server with its share of the arenas
-        from brawlkit.distributed.ray_vecenv import RayVecEnv
 
         return VecMonitor(RayVecEnv(n_envs, ray_workers, env_kwargs={"opponent": "cpu:3"},
                                     reward="tiered", address=ray)), None
@@ -72,8 +75,6 @@ def _make_venv(kind: str, n_envs: int, vec: str, ray: str | None = None,
 
 def _model(venv: Any, n_steps: int) -> Any:
     """PPO with the training defaults, the rollout length fixed to ``n_steps``."""
-    from brawlkit.training.config import TrainConfig
-    from brawlkit.training.ppo import build_model
 
     cfg = TrainConfig(n_envs=venv.num_envs, n_steps=n_steps, steps_per_generation=n_steps * venv.num_envs)
     return build_model(cfg, venv)
@@ -190,7 +191,6 @@ def run_ray(steps: int = 4096, n_envs: int = 16, address: str = "local", workers
     alternated ``repeats`` times (the best of each: a contended machine only ever
     slows a run down); ``ray_ratio`` = Ray / local env-steps/s."""
     limit_threads()
-    from brawlkit.distributed.cluster import RayConnection
 
     conn = RayConnection(address)  # once, outside the timings (starting Ray takes seconds)
     try:

@@ -8,6 +8,11 @@ import math
 import sys
 from pathlib import Path
 
+from brawlkit.botpool.engine import BotPool
+from brawlkit.botpool.options import Options
+from brawlkit.league.directory import LeagueDir
+from brawlkit.registry.client import RegistryClient, RegistryError, RegistryUnavailable
+
 
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
@@ -69,9 +74,6 @@ def main(argv: list[str] | None = None) -> int:
     if not (math.isfinite(args.hang_timeout) and args.hang_timeout >= 0):
         ap.error("--hang-timeout must be >= 0")
 
-    from brawlkit.botpool.engine import BotPool
-    from brawlkit.botpool.options import Options
-    from brawlkit.league.directory import LeagueDir
 
     league = None
     if args.league_dir is not None:
@@ -82,7 +84,6 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     client = None
     if args.registry:
-        from brawlkit.registry.client import RegistryClient, RegistryError, RegistryUnavailable
 
         try:
             client = RegistryClient(args.registry, retries=2)

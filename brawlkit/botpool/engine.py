@@ -26,7 +26,9 @@ import select
 import signal
 import time
 from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+from rich.live import Live
 
 from brawlkit.botpool.options import JOIN_TIMEOUT_S, Options
 from brawlkit.botpool.pairing import Pairing
@@ -36,11 +38,9 @@ from brawlkit.botpool.roster import Roster
 from brawlkit.botpool.seats import Seats, opponent_id
 from brawlkit.botpool.servers import BotProcesses, Servers, server_can_record
 from brawlkit.botpool.sources import gather
+from brawlkit.botpool.status import BotRow, StatusView, render
 from brawlkit.league.directory import LeagueDir
 from brawlkit.wire.server_process import ServerError
-
-if TYPE_CHECKING:
-    from brawlkit.botpool.status import StatusView
 
 
 class BotPool:
@@ -84,8 +84,6 @@ class BotPool:
 
     def status_view(self) -> StatusView:
         """What the live table shows, as of now."""
-        from brawlkit.botpool.status import BotRow, StatusView  # rich: see _run_live
-
         rec, roster = self.recorder, self.roster
         ids = sorted(set(roster.bots) | set(rec.wdl), key=lambda i: -roster.rating(i))
         rows = []
@@ -206,12 +204,6 @@ class BotPool:
                 break
 
     def _run_live(self) -> None:
-        # rich is not among the declared requirements (it comes with schemathesis, a
-        # test tool): only the live table needs it, --no-live runs without
-        from rich.live import Live
-
-        from brawlkit.botpool.status import render
-
         with Live(render(self.status_view()), refresh_per_second=2, transient=False) as live:
             self._live = live
             last = 0.0

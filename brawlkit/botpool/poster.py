@@ -18,6 +18,7 @@ from dataclasses import replace
 from typing import Any
 
 from brawlkit.league.records import ANONYMOUS_ID, PLAYER_PREFIX, MatchRecord
+from brawlkit.registry.client import RegistryError, RegistryUnavailable
 
 RETRY_S = 3.0
 BATCH = 1000
@@ -71,7 +72,6 @@ class Poster:
 
     def _send(self, batch: list[tuple[MatchRecord, str | None]]) -> list[tuple[MatchRecord, str | None]]:
         """Send what it can; returns what must wait for the registry to come back."""
-        from brawlkit.registry.client import RegistryError, RegistryUnavailable
 
         plain = [r for r, t in batch if t is None]
         ticketed = [(r, t) for r, t in batch if t is not None]

@@ -24,6 +24,7 @@ from typing import Any
 from brawlkit.league.directory import LeagueDir
 from brawlkit.league.ratings import elo
 from brawlkit.league.records import MatchRecord
+from brawlkit.registry.client import RegistryError, RegistryUnavailable, sha256_of
 
 #: Elo of a bot before its first game (brawlkit.league.ratings' default)
 INITIAL = 1200.0
@@ -75,7 +76,6 @@ def from_league(league: LeagueDir) -> Snapshot:
 
 def from_registry(client: Any) -> Snapshot:
     """Every non-disabled checkpoint with a blob; raises RegistryUnavailable when down."""
-    from brawlkit.registry.client import RegistryError, sha256_of
 
     snap = Snapshot()
     cache = Path(client.cache_dir) / "botpool"
@@ -109,7 +109,6 @@ def gather(league: LeagueDir | None, client: Any | None) -> Snapshot:
     if client is not None and league is None:
         return from_registry(client)
     assert league is not None and client is not None
-    from brawlkit.registry.client import RegistryUnavailable
 
     local = from_league(league)
     try:

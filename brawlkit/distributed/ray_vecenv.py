@@ -62,6 +62,7 @@ from brawlkit.distributed.channel import (
 )
 from brawlkit.distributed.cluster import RayConnection, require_ray
 from brawlkit.distributed.worker import EnvWorker
+from brawlkit.league.records import BASELINE_ID
 
 
 def split_envs(n_envs: int, n_workers: int) -> list[slice]:
@@ -301,7 +302,6 @@ class RayVecEnv(VecEnv):
 
     # ------------------------------------------------------------ opponents
     def _ship_for(self, specs: Sequence[Any]) -> None:
-        from brawlkit.league.records import BASELINE_ID
 
         if any(isinstance(s, str) and not s.startswith("cpu:") and s != BASELINE_ID
                and s not in self._shipped for s in specs):

@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from brawlkit.common.threads import limit_threads
 from brawlkit.distributed.channel import (
     AUTH,
     ERROR,
@@ -50,7 +51,12 @@ from brawlkit.distributed.channel import (
     encode_step,
     tune,
 )
+from brawlkit.env import BrawlpitEnv
+from brawlkit.env.rewards import make_reward
 from brawlkit.env.vecenv import BrawlpitVecEnv
+from brawlkit.league.records import Member
+from brawlkit.league.roles import LeagueSampler
+from brawlkit.wire.server_process import ServerGroup
 
 #: seconds a new connection has to present the token before the worker hangs up
 AUTH_TIMEOUT = 10.0
@@ -135,13 +141,8 @@ class EnvWorker:
                  reward: str = "tiered", servers: int = 1, server_spin_us: int | None = 0,
                  env_poll_us: float | None = 0.0, worker_index: int = 0, token: bytes | None = None,
                  host: str | None = None) -> None:
-        from brawlkit.common.threads import limit_threads
 
         limit_threads()
-        from brawlkit.env import BrawlpitEnv
-        from brawlkit.env.rewards import make_reward
-        from brawlkit.league.roles import LeagueSampler
-        from brawlkit.wire.server_process import ServerGroup
 
         kw = {"mode": "lockstep", **(env_kwargs or {})}
         if env_poll_us is not None:
@@ -258,7 +259,6 @@ class EnvWorker:
         the blob is written where the record says, relative to this worker's private
         pool directory, so :class:`~brawlkit.league.opponents.FrozenOpponent` loads it
         as it would from the league directory.  Returns the pool size."""
-        from brawlkit.league.records import Member
 
         with self._lock:
             return self._add_members(members, Member)

@@ -27,19 +27,17 @@ import ctypes
 import functools
 from collections.abc import Iterator
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from brawlkit.common.paths import native_path
 from brawlkit.env.actions import ACT_DIM
+from brawlkit.env.brawlpit import BrawlpitEnv
 from brawlkit.env.observation import INPUT_LAYOUTS
 from brawlkit.env.udp_client import RESEND_S
 from brawlkit.wire import protocol as P
 from brawlkit.wire.protocol import SNAPSHOT_SIZE, Snapshot
-
-if TYPE_CHECKING:
-    from brawlkit.env.brawlpit import BrawlpitEnv
 
 #: how long one lane call waits for answers before Python's loop takes over (µs): the
 #: re-send interval of that loop, so a lost datagram costs what it always did

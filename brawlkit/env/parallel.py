@@ -58,6 +58,7 @@ from brawlkit.env.observation import (
 )
 from brawlkit.env.rewards import RewardFn, make_reward, match_outcome
 from brawlkit.env.udp_client import EnvError, ServerLink, UdpClient, send_step_commands
+from brawlkit.replay.play import TickState
 from brawlkit.wire import protocol as P
 from brawlkit.wire.constants import C, check_action_repeat, check_input_delay
 from brawlkit.wire.protocol import Snapshot, snapshot_or_none
@@ -372,7 +373,6 @@ class BrawlpitParallelEnv(ServerLink, ParallelEnv[str, np.ndarray, np.ndarray]):
         tick (H × W × 3 uint8, a few ms); otherwise None."""
         if self.render_mode != "rgb_array" or not self._snaps:
             return None
-        from brawlkit.replay.play import TickState
         from brawlkit.replay.render import FrameDrawer, new_figure
 
         if self._fig is None:

@@ -32,6 +32,8 @@ import numpy as np
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
 from stable_baselines3.common.vec_env.base_vec_env import VecEnvStepReturn
 
+from brawlkit.env.brawlpit import BrawlpitEnv
+from brawlkit.env.fastlane import FastLane
 from brawlkit.env.vec_kinds import DEFAULT_VEC, VEC_KINDS
 
 
@@ -54,8 +56,6 @@ class BrawlpitVecEnv(DummyVecEnv):
     def _make_lane(self) -> Any:
         """A :class:`~brawlkit.env.fastlane.FastLane` for the BRAWLPIT envs (the first one's
         action_repeat and input layout), or None when there are none."""
-        from brawlkit.env.brawlpit import BrawlpitEnv
-        from brawlkit.env.fastlane import FastLane
 
         first = next((e for e, split in zip(self.envs, self._split, strict=True)
                       if split and isinstance(e, BrawlpitEnv)), None)

@@ -10,6 +10,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from brawlkit.parena_compiler import _read, check_source
+from brawlkit.parena_compiler.emit_c import emit_c
+from brawlkit.parena_compiler.emit_py import emit_python
 from brawlkit.parena_compiler.errors import ParenaError
 
 
@@ -38,9 +41,6 @@ def _write(path: Path, text: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        from brawlkit.parena_compiler import _read, check_source
-        from brawlkit.parena_compiler.emit_c import emit_c
-        from brawlkit.parena_compiler.emit_py import emit_python
 
         src_path = Path(args.file)
         mod = check_source(_read(src_path), args.file, args.header)

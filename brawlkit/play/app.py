@@ -20,7 +20,9 @@ from typing import Any
 
 from brawlkit.play.net import KEEPALIVE_S, SILENCE_S, PlayClient, PlayError, parse_server
 from brawlkit.play.rating_board import RatingBoard
+from brawlkit.registry.client import ENV_PLAYER_KEY, RegistryClient, RegistryError
 from brawlkit.wire.constants import C
+from brawlkit.wire.protocol import pack_ident
 
 #: the identity of a player without one (the registry's reserved id)
 ANONYMOUS = "anonymous"
@@ -92,7 +94,6 @@ def identity(args: argparse.Namespace) -> tuple[str, str]:
     id ``player:NAME`` from a PEER whose name is a player name and that carries a ticket."""
     if not args.player:
         return ANONYMOUS, ""
-    from brawlkit.registry.client import ENV_PLAYER_KEY, RegistryClient, RegistryError
 
     name = args.player
     key = os.environ.get(ENV_PLAYER_KEY)
@@ -108,7 +109,6 @@ def identity(args: argparse.Namespace) -> tuple[str, str]:
                             f"unknown player ({e})") from None
         raise PlayError(f"no ticket from the registry {args.registry}: {e}") from None
     try:  # the same checks the server applies (printable ASCII, lengths)
-        from brawlkit.wire.protocol import pack_ident
 
         pack_ident(0, 0, name, ticket)
     except ValueError as e:

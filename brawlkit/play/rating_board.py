@@ -14,6 +14,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from brawlkit.registry.client import RegistryClient, RegistryError
+
 #: re-read the table this often (s): ratings move with every stored match
 REFRESH_S = 60.0
 
@@ -32,7 +34,6 @@ class RatingBoard:
             self._thread.start()
 
     def _run(self, url: str, refresh_s: float) -> None:
-        from brawlkit.registry.client import RegistryClient, RegistryError
 
         try:
             client = RegistryClient(url, retries=1)

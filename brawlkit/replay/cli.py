@@ -12,12 +12,18 @@ import argparse
 import json
 import sys
 
-from brawlkit.replay.format import read_replay
-from brawlkit.replay.play import ReplayMismatch, result_text, verify
+from brawlkit.replay.format import read_replay, result_text
+from brawlkit.replay.play import ReplayMismatch, verify
+from brawlkit.replay.render import (
+    DEFAULT_EVERY,
+    DEFAULT_FPS,
+    DEFAULT_HOLD_S,
+    RenderError,
+    render_replay,
+)
 
 
 def _parser() -> argparse.ArgumentParser:
-    from brawlkit.replay.render import DEFAULT_EVERY, DEFAULT_FPS, DEFAULT_HOLD_S
 
     p = argparse.ArgumentParser(
         prog="python -m brawlkit replay",
@@ -68,7 +74,6 @@ def main(argv: list[str] | None = None) -> int:
             print(f"replay: {e}", file=sys.stderr)
             rc = 1
     if args.out and rc == 0:
-        from brawlkit.replay.render import RenderError, render_replay
 
         try:
             out = render_replay(replay, args.out, fps=args.fps, every=args.every,

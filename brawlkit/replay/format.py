@@ -153,8 +153,6 @@ class Replay:
 
     def describe(self) -> str:
         """One line: who played, how it ended, how long."""
-        from brawlkit.replay.play import result_text
-
         where = f"arena {self.arena_id} " if self.arena_id else ""
         secs = self.n_ticks / C.BP_TICK_HZ
         return (f"{where}match {self.match_id} seed {self.seed}: {self.names[0] or 'slot 0'} vs "
@@ -290,3 +288,13 @@ def replay_filename(replay: Replay) -> str:
     """The server's file name for a replay: ``<start_unix_ms>-a<arena_id>-m<match_id>.bpr``."""
     return f"{replay.start_unix_ms}-a{replay.arena_id}-m{replay.match_id}.bpr"
 
+
+def result_text(replay: Replay) -> str:
+    """How the match ended, in words ("cpu:3 wins", "draw", "cut short after 12.3 s")."""
+    if not replay.complete:
+        return f"cut short after {replay.n_ticks / C.BP_TICK_HZ:.1f} s"
+    if replay.winner == C.BP_WINNER_DRAW:
+        return "draw"
+    if replay.winner in (0, 1):
+        return f"{replay.names[replay.winner] or f'slot {replay.winner}'} wins"
+    return "no winner"

@@ -216,17 +216,6 @@ def verify(replay: Replay) -> Verified:
     return Verified(replay.n_ticks, got_hash, replay.winner, replay.complete)
 
 
-def result_text(replay: Replay) -> str:
-    """How the match ended, in words ("cpu:3 wins", "draw", "cut short after 12.3 s")."""
-    if not replay.complete:
-        return f"cut short after {replay.n_ticks / C.BP_TICK_HZ:.1f} s"
-    if replay.winner == C.BP_WINNER_DRAW:
-        return "draw"
-    if replay.winner in (0, 1):
-        return f"{replay.names[replay.winner] or f'slot {replay.winner}'} wins"
-    return "no winner"
-
-
 # ----------------------------------------------------------------- recording
 class Recorder:
     """Step a fresh simulation with any inputs and record them as a :class:`Replay`.

@@ -26,8 +26,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from PIL import Image
 
-from brawlkit.replay.format import Replay
-from brawlkit.replay.play import TickState, frame_ticks, replay_states, result_text, verify
+from brawlkit.replay.format import Replay, result_text
+from brawlkit.replay.play import TickState, frame_ticks, replay_states, verify
 from brawlkit.wire.constants import C
 
 #: fighter colours by slot

@@ -45,6 +45,7 @@ from brawlkit.env.observation import (
     POSTURES,
     build_input,
 )
+from brawlkit.parena_compiler import load_stdlib_module
 from brawlkit.wire.constants import C
 from brawlkit.wire.protocol import SNAPSHOT_SIZE, pack_snapshot
 
@@ -95,7 +96,6 @@ def _down(x: float) -> float:
 
 
 def _posture_consts() -> dict[str, float]:
-    from brawlkit.parena_compiler import load_stdlib_module
 
     return {k: float(v) for k, v in
             load_stdlib_module("brawlpit/commander_mod.prn").checked.consts.items()}

@@ -29,6 +29,7 @@ from brawlkit.env.observation import check_input_layout
 from brawlkit.env.rewards import OutcomeReward
 from brawlkit.export.actor import NumpyPolicy, checkpoint_meta, load_sb3_policy
 from brawlkit.export.bpw import PolicyMeta
+from brawlkit.league.opponents import BaselinePolicy
 from brawlkit.wire.server_process import ServerGroup
 
 PolicyFn = Callable[[np.ndarray], np.ndarray]
@@ -194,7 +195,6 @@ def evaluate(
     (what ships: the top-level numbers) and the sampled one (under ``"sampled"``)."""
     limit_threads()
     if vs == "baseline":  # the league's scripted yardstick, played as a second client
-        from brawlkit.league.opponents import BaselinePolicy
 
         opponent: Any = BaselinePolicy()
     else:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import tempfile
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -32,10 +32,8 @@ from brawlkit.export.bpw import PolicyMeta, pack_bpw
 from brawlkit.league.directory import LeagueDir
 from brawlkit.league.records import MatchRecord, Member, MemberId
 from brawlkit.league.roles import SAMPLERS, LeagueSampler
+from brawlkit.registry.sync import RegistrySync
 from brawlkit.wire.cpu_level import CpuLevel
-
-if TYPE_CHECKING:
-    from brawlkit.registry.sync import RegistrySync
 
 
 def policy_stats(model: Any) -> dict[str, float]:

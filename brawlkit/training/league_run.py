@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 from brawlkit.league.records import ROLES
+from brawlkit.training.config import TrainConfig
 from brawlkit.wire.server_process import usable_cores
 
 _GEN = re.compile(r"^gen (\d+): steps (\d+) (.*)$")
@@ -139,7 +140,6 @@ def _generations(train_args: list[str]) -> int | None:
             return int(train_args[i + 1])
         if a.startswith("--generations="):
             return int(a.split("=", 1)[1])
-    from brawlkit.training.config import TrainConfig
 
     return TrainConfig().generations
 

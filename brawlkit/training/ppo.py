@@ -42,6 +42,7 @@ from typing import Any
 from stable_baselines3.common.logger import configure
 
 from brawlkit.common.threads import limit_threads
+from brawlkit.env.dummy import ZeroCostEnv
 from brawlkit.env.rewards import make_reward, reward_config
 from brawlkit.export.actor import network_description, policy_kwargs
 from brawlkit.export.bpw import PolicyMeta
@@ -127,7 +128,6 @@ def scratch_checkpoint(path: str | Path, seed: int = 0, learn_steps: int = 128,
     """A checkpoint of the project's shape without a game server: PPO on the
     zero-cost env for ``learn_steps`` (weights off their initialisation), saved with
     the metadata of ``cfg``.  For notebooks, benchmarks and tests."""
-    from brawlkit.env.dummy import ZeroCostEnv
 
     cfg = cfg or TrainConfig(n_steps=64, batch_size=32, n_epochs=2)
     cfg = TrainConfig.from_dict({**cfg.to_dict(), "seed": seed, "n_envs": 1})
