@@ -79,18 +79,9 @@ def arithmetic_limit(layers: list[tuple[int, int, int]]) -> dict[str, float]:
     }
 
 
-def run(json_out: bool = False, checkpoint: str | None = None, n_c: int = 200_000) -> dict:
-    """Measure C / numpy / torch forward on the same weights; print a table (+ JSON line)."""
-    import torch
-
-    policy = load_sb3_policy(checkpoint) if checkpoint else fresh_policy()
-    policy.set_training_mode(False)
-    raw = pack_bpw(actor_layers(policy))
-    bpw = parse_bpw(raw)
-    npol = NumpyPolicy(bpw)
-    rng = np.random.default_rng(0)
-    obs = rng.uniform(-1, 1, (1000, bpw.obs_dim)).astype(np.float32)
-
+def _c_forward(raw: bytes, obs: np.ndarray, n_c: int, act_dim: int
+               ) -> tuple[np.ndarray, dict[str, str]]:
+    """(the C forward of ``obs`` through ``brawlpit_policy forward``, its ``bench`` figures)."""
     exe = native_path("brawlpit_policy")
     with tempfile.TemporaryDirectory() as td:
         blob = Path(td) / "bench.bpw"
@@ -99,14 +90,17 @@ def run(json_out: bool = False, checkpoint: str | None = None, n_c: int = 200_00
         subprocess.run(
             [str(exe), "forward", str(blob), f"{td}/obs.f32", f"{td}/out.f32"], check=True
         )
-        c_out = np.fromfile(f"{td}/out.f32", dtype="<f4").reshape(-1, bpw.act_dim)
+        c_out = np.fromfile(f"{td}/out.f32", dtype="<f4").reshape(-1, act_dim)
         res = subprocess.run(
             [str(exe), "bench", str(blob), str(n_c)], check=True, capture_output=True, text=True
         )
-    cvals = dict(line.split() for line in res.stdout.splitlines() if line.strip())
-    c_ns = float(cvals["fast_ns_per_forward"])
-    c_ref_ns = float(cvals["ref_ns_per_forward"])
-    ghz = float(cvals.get("clock_ghz", 0.0)) or 3.0
+    return c_out, dict(line.split() for line in res.stdout.splitlines() if line.strip())
+
+
+def _torch_forward(policy: Any, obs: np.ndarray) -> tuple[np.ndarray, float, float]:
+    """(torch's actor mean of ``obs``, ns per batch-1 forward, ns per ``predict``), on
+    one thread as the trainer's envs run."""
+    import torch
 
     old_threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -124,13 +118,28 @@ def run(json_out: bool = False, checkpoint: str | None = None, n_c: int = 200_00
         predict_ns = _best_ns(lambda: policy.predict(o1, deterministic=True), 500)
     finally:
         torch.set_num_threads(old_threads)
-    numpy_ns = _best_ns(lambda: npol.forward(o1), 5000)
+    return t_out, torch_ns, predict_ns
+
+
+def run(json_out: bool = False, checkpoint: str | None = None, n_c: int = 200_000) -> dict:
+    """Measure C / numpy / torch forward on the same weights; print a table (+ JSON line)."""
+    policy = load_sb3_policy(checkpoint) if checkpoint else fresh_policy()
+    policy.set_training_mode(False)
+    raw = pack_bpw(actor_layers(policy))
+    bpw = parse_bpw(raw)
+    npol = NumpyPolicy(bpw)
+    obs = np.random.default_rng(0).uniform(-1, 1, (1000, bpw.obs_dim)).astype(np.float32)
+    c_out, cvals = _c_forward(raw, obs, n_c, bpw.act_dim)
+    c_ns = float(cvals["fast_ns_per_forward"])
+    ghz = float(cvals.get("clock_ghz", 0.0)) or 3.0
+    t_out, torch_ns, predict_ns = _torch_forward(policy, obs)
+    numpy_ns = _best_ns(lambda: npol.forward(obs[0]), 5000)
 
     lim = arithmetic_limit([(lay.n_in, lay.n_out, lay.activation) for lay in bpw.layers])
     c_cycles = c_ns * ghz
     out: dict[str, Any] = {
         "c_ns_per_forward": round(c_ns, 1),
-        "c_ref_ns_per_forward": round(c_ref_ns, 1),
+        "c_ref_ns_per_forward": round(float(cvals["ref_ns_per_forward"]), 1),
         "numpy_ns_per_forward": round(numpy_ns, 1),
         "torch_ns_per_forward": round(torch_ns, 1),
         "torch_predict_ns": round(predict_ns, 1),
@@ -147,15 +156,16 @@ def run(json_out: bool = False, checkpoint: str | None = None, n_c: int = 200_00
         "parity_numpy_vs_torch": float(np.abs(npol.forward(obs) - t_out).max()),
         "cpu_count": os.cpu_count(),
     }
-    shape = "-".join(str(d) for d in [bpw.obs_dim] + [lay.n_out for lay in bpw.layers])
-    print(f"native forward pass ({shape} MLP, batch 1, same weights)")
-    for key in (
-        "c_ns_per_forward",
-        "c_ref_ns_per_forward",
-        "numpy_ns_per_forward",
-        "torch_ns_per_forward",
-        "torch_predict_ns",
-    ):
+    _print_table(out, [bpw.obs_dim] + [lay.n_out for lay in bpw.layers])
+    if json_out:
+        print(json.dumps(out))
+    return out
+
+
+def _print_table(out: dict[str, Any], dims: list[int]) -> None:
+    print(f"native forward pass ({'-'.join(map(str, dims))} MLP, batch 1, same weights)")
+    for key in ("c_ns_per_forward", "c_ref_ns_per_forward", "numpy_ns_per_forward",
+                "torch_ns_per_forward", "torch_predict_ns"):
         print(f"  {key:<24} {out[key]:>12,.1f} ns")
     print(f"  torch / C {out['torch_vs_c']}x   numpy / C {out['numpy_vs_c']}x")
     print(
@@ -168,9 +178,6 @@ def run(json_out: bool = False, checkpoint: str | None = None, n_c: int = 200_00
         f"  parity max|C - torch| {out['parity_c_vs_torch']:.3g}  "
         f"max|numpy - torch| {out['parity_numpy_vs_torch']:.3g}"
     )
-    if json_out:
-        print(json.dumps(out))
-    return out
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -200,18 +200,7 @@ class BrawlpitEnv(ServerLink, gym.Env[np.ndarray, np.ndarray]):
         # the CPU level the arena is created with: the opponent's, or none (slot 1 free)
         self._cpu_level = default.cpu_level if default.cpu_level != C.BP_CPU_KEEP \
             else C.BP_CPU_NONE
-        if server is not None and server_address is not None:
-            raise ValueError("pass server= (a shared ServerProcess) or server_address=, not both")
-        self.server: ServerProcess | None = server
-        self._owns_server = server is None and server_address is None
-        if self._owns_server:
-            self.server = ServerProcess(mode=mode, spin_us=server_spin_us, parallel=parallel)
-        elif server_address is not None:
-            self._address = server_address
-            if arena is not None:
-                self._arena_op, self._arena_id = C.BP_ARENA_JOIN, int(arena)
-            else:
-                self._arena_op = C.BP_ARENA_ANY
+        self._place(server, server_address, arena, server_spin_us, parallel)
         self.arena_id: int | None = None  # the arena this env plays in (from WELCOME)
         self._me: UdpClient | None = None
         self._op: UdpClient | None = None
@@ -229,6 +218,24 @@ class BrawlpitEnv(ServerLink, gym.Env[np.ndarray, np.ndarray]):
         #: set while a vec env's fast lane (brawlkit/env/fastlane.py) owns this env's
         #: client state; called before anything Python-side talks to the server
         self._lane_exit: Callable[[], None] | None = None
+
+    def _place(self, server: ServerProcess | None, server_address: tuple[str, int] | None,
+               arena: int | None, spin_us: int | None, parallel: int) -> None:
+        """Where this env plays: an arena of ``server`` (shared), of a server of its own
+        (neither given), or of someone else's at ``server_address`` — the arena ``arena``,
+        or any with slot 1 free."""
+        if server is not None and server_address is not None:
+            raise ValueError("pass server= (a shared ServerProcess) or server_address=, not both")
+        self.server: ServerProcess | None = server
+        self._owns_server = server is None and server_address is None
+        if self._owns_server:
+            self.server = ServerProcess(mode=self.mode, spin_us=spin_us, parallel=parallel)
+        elif server_address is not None:
+            self._address = server_address
+            if arena is not None:
+                self._arena_op, self._arena_id = C.BP_ARENA_JOIN, int(arena)
+            else:
+                self._arena_op = C.BP_ARENA_ANY
 
     # ------------------------------------------------------------------ plumbing
     def _join(self, want_slot: int, op: int, arena_id: int = 0) -> UdpClient:

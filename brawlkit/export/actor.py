@@ -111,11 +111,18 @@ def torch_actor_mean(policy: Any, obs: np.ndarray) -> np.ndarray:
 
 def load_sb3_policy(zip_path: str | Path) -> Any:
     """Load the SB3 PPO policy of a checkpoint zip on CPU."""
+    return load_checkpoint(zip_path)[1]
+
+
+def load_checkpoint(zip_path: str | Path) -> tuple[PolicyMeta, Any]:
+    """(how the checkpoint's policy was trained, its SB3 PPO policy on CPU), from one read
+    of the zip: SB3 restores the ``brawlkit`` entry as a model attribute."""
     from stable_baselines3 import PPO
 
     if not zipfile.is_zipfile(zip_path):
         raise ValueError(f"{zip_path} is not a zip checkpoint")
-    return PPO.load(str(zip_path), device="cpu").policy
+    model = PPO.load(str(zip_path), device="cpu")
+    return _meta_of(getattr(model, CHECKPOINT_KEY, None), zip_path), model.policy
 
 
 def checkpoint_meta(zip_path: str | Path) -> PolicyMeta:
@@ -132,7 +139,11 @@ def checkpoint_meta(zip_path: str | Path) -> PolicyMeta:
             data = json.loads(zf.read("data"))
         except (KeyError, ValueError) as e:
             raise ValueError(f"{zip_path}: not an SB3 checkpoint (no readable 'data' entry: {e})") from e
-    entry = data.get(CHECKPOINT_KEY)
+    return _meta_of(data.get(CHECKPOINT_KEY), zip_path)
+
+
+def _meta_of(entry: Any, zip_path: str | Path) -> PolicyMeta:
+    """The :class:`PolicyMeta` of a checkpoint's ``brawlkit`` entry (validated)."""
     if not isinstance(entry, dict):
         print(f"note: {zip_path} does not record how it was trained (an older checkpoint); "
               f"assuming {PolicyMeta()}", file=sys.stderr)

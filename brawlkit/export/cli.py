@@ -2,7 +2,7 @@
 
 The blob carries the actor's weights and how the policy was trained (action
 repeat, input layout, reward preset: docs/bpw.md), read from the checkpoint
-itself (:func:`brawlkit.export.actor.checkpoint_meta`), so ``brawlpit_bot``
+itself (:func:`brawlkit.export.actor.load_checkpoint`), so ``brawlpit_bot``
 plays it at the cadence it learned without being told.
 """
 
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from brawlkit.common.io import atomic_write_bytes
-from brawlkit.export.actor import actor_layers, checkpoint_meta, load_sb3_policy
+from brawlkit.export.actor import actor_layers, load_checkpoint
 from brawlkit.export.bpw import (
     COMPRESS_CHOICES,
     blob_kind,
@@ -37,8 +37,8 @@ def export_checkpoint(
     """
     if compress not in COMPRESS_CHOICES:
         raise ValueError(f"compress must be one of {COMPRESS_CHOICES}, not {compress!r}")
-    meta = checkpoint_meta(zip_path)
-    raw = pack_bpw(actor_layers(load_sb3_policy(zip_path)), meta)
+    meta, policy = load_checkpoint(zip_path)
+    raw = pack_bpw(actor_layers(policy), meta)
     rep = compression_report(raw)
     blob = rep["_blobs"][rep["best"]] if compress == "auto" else encode_blob(raw, compress)
     out = atomic_write_bytes(out_path, blob)

@@ -27,9 +27,11 @@ from brawlkit.env import BrawlpitEnv
 from brawlkit.env.actions import ACTION_NAMES, N_PATTERNS, action_patterns, spam_fraction
 from brawlkit.env.observation import check_input_layout
 from brawlkit.env.rewards import OutcomeReward
-from brawlkit.export.actor import NumpyPolicy, checkpoint_meta, load_sb3_policy
+from brawlkit.export.actor import NumpyPolicy, load_checkpoint
 from brawlkit.export.bpw import PolicyMeta
 from brawlkit.league.opponents import BaselinePolicy
+from brawlkit.league.records import BASELINE_ID
+from brawlkit.wire.cpu_level import CpuLevel
 from brawlkit.wire.server_process import ServerGroup
 
 PolicyFn = Callable[[np.ndarray], np.ndarray]
@@ -166,25 +168,23 @@ def evaluate_model(model: Any, levels: Sequence[int], episodes: int, envs: Seque
     out = {}
     for lv in levels:
         s = seed + 1000 * lv
-        res = play_episodes(det, f"cpu:{lv}", episodes, s, envs=envs)
-        res["sampled"] = play_episodes(sampled, f"cpu:{lv}", episodes, s, envs=envs)
-        out[f"cpu_{lv}"] = res
+        cpu = CpuLevel(lv)
+        res = play_episodes(det, cpu.spec, episodes, s, envs=envs)
+        res["sampled"] = play_episodes(sampled, cpu.spec, episodes, s, envs=envs)
+        out[cpu.key] = res
     return out
 
 
-def load_policy(checkpoint: str | Path, sampled_seed: int | None = None
-                ) -> NumpyPolicy | SampledPolicy:
-    """The deterministic numpy actor of a checkpoint (or, with ``sampled_seed``, its
-    stochastic policy), carrying how it was trained.
+def load_policies(checkpoint: str | Path, sampled_seed: int = 0
+                  ) -> tuple[NumpyPolicy, SampledPolicy]:
+    """(the deterministic numpy actor, the stochastic policy seeded ``sampled_seed``) of a
+    checkpoint, from one read of its zip, carrying how it was trained.
 
     Refuses a checkpoint whose policy input layout this env cannot build.
     """
-    meta = checkpoint_meta(checkpoint)
+    meta, policy = load_checkpoint(checkpoint)
     check_input_layout(meta.input_layout, str(checkpoint))
-    policy = load_sb3_policy(checkpoint)
-    if sampled_seed is not None:
-        return SampledPolicy.from_sb3(policy, meta, sampled_seed)
-    return NumpyPolicy.from_sb3(policy, meta)
+    return NumpyPolicy.from_sb3(policy, meta), SampledPolicy.from_sb3(policy, meta, sampled_seed)
 
 
 def evaluate(
@@ -194,16 +194,12 @@ def evaluate(
     the action repeat and input layout it was trained with: the deterministic policy
     (what ships: the top-level numbers) and the sampled one (under ``"sampled"``)."""
     limit_threads()
-    if vs == "baseline":  # the league's scripted yardstick, played as a second client
-
-        opponent: Any = BaselinePolicy()
-    else:
-        opponent = vs
-    det = load_policy(checkpoint)
+    # the league's scripted yardstick is played as a second client
+    opponent: Any = BaselinePolicy() if vs == BASELINE_ID else vs
+    det, sampled = load_policies(checkpoint, sampled_seed=seed)
     kw = {"action_repeat": det.meta.action_repeat, "input_layout": det.meta.input_layout}
     res = play_episodes(det, opponent, episodes, seed, n_envs=n_envs, env_kwargs=kw)
-    res["sampled"] = play_episodes(load_policy(checkpoint, sampled_seed=seed), opponent, episodes,
-                                   seed, n_envs=n_envs, env_kwargs=kw)
+    res["sampled"] = play_episodes(sampled, opponent, episodes, seed, n_envs=n_envs, env_kwargs=kw)
     res["checkpoint"] = str(checkpoint)
     res["seed"] = seed
     res["action_repeat"] = det.meta.action_repeat
