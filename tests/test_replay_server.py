@@ -92,13 +92,33 @@ def bprs(d: Path) -> list[Path]:
     return sorted(d.glob("*.bpr"), key=lambda p: p.stat().st_mtime_ns)
 
 
+def until(c: RawClient, done: Any, what: str, timeout: float = 5.0) -> Any:
+    """The first snapshot ``c`` receives for which ``done(snapshot)`` holds; fails naming
+    ``what`` after ``timeout`` seconds instead of spinning forever."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        s = c.snapshot()
+        if done(s):
+            return s
+    raise AssertionError(f"no snapshot with {what} within {timeout} s")
+
+
+def wait_files(d: Path, n: int, timeout: float = 5.0) -> list[Path]:
+    """The ``.bpr`` files of ``d`` once there are ``n`` (the server writes them as matches
+    end, asynchronously to its answers); fails after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while len(files := bprs(d)) < n and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return files
+
+
 def play(c: RawClient, steps: int, rng: random.Random, tick: int = 0, seq: int = 1) -> Any:
     """Random lockstep commands vs the CPU for ``steps`` steps (or until over)."""
     s = None
     for _ in range(steps):
         c.cmd(tick, seq, rng.uniform(-1.5, 1.5), rng.uniform(-1, 1), rng.randrange(16), rep=4)
-        while (s := c.snapshot()).tick <= tick and not s.over:
-            pass  # the join's snapshot, still queued
+        # past the join's snapshot, still queued
+        s = until(c, lambda s, t=tick: s.tick > t or s.over, f"a tick past {tick}")
         tick, seq = s.tick, seq + 1
         if s.over:
             break
@@ -139,15 +159,12 @@ def test_cut_short_matches_are_recorded_incomplete(server_factory, sim_lib, tmp_
     rng = random.Random(5)
     s = play(c0, 40, rng)
     c0.reset(9)  # RESET mid-match: match 1 is cut short
-    while c0.snapshot().match_id != 2:
-        pass
+    until(c0, lambda s: s.match_id == 2, "match 2")
     c0.reset(10)  # match 2 never ticked: no file
-    while c0.snapshot().match_id != 3:
-        pass
+    until(c0, lambda s: s.match_id == 3, "match 3")
     s3 = play(c0, 25, rng)
     c0.send(P.pack_bye(0, c0.session))  # the last client leaves: match 3 cut short, arena reclaimed
-    time.sleep(0.3)
-    files = bprs(rec)
+    files = wait_files(rec, 2)
     recs = {read_bpr(p).match_id: read_bpr(p) for p in files}
     assert sorted(recs) == [1, 3], [p.name for p in files]
     assert recs[1].n_ticks == s.tick == 160 and recs[3].n_ticks == s3.tick == 100
@@ -173,12 +190,9 @@ def test_a_slot_emptied_mid_match_writes_it_and_shutdown_too(server_factory, sim
     for seq in range(1, 11):
         c0.cmd(tick, seq, 1.0, 0.0, 0)
         c1.cmd(tick, seq, -1.0, 0.0, 2)
-        while (s := c0.snapshot()).tick <= tick:
-            pass
-        tick = s.tick
+        tick = until(c0, lambda s, t=tick: s.tick > t, f"a tick past {tick}").tick
     c1.send(P.pack_bye(0, c1.session))
-    time.sleep(0.2)
-    (path,) = bprs(rec)
+    (path,) = wait_files(rec, 1)
     r = read_bpr(path)
     assert (r.n_ticks, r.complete, r.name0, r.name1) == (40, 0, "alpha", "beta")
     assert_replays(sim_lib, r)
@@ -188,9 +202,7 @@ def test_a_slot_emptied_mid_match_writes_it_and_shutdown_too(server_factory, sim
     for seq in range(11, 16):
         c0.cmd(tick, seq, 0.5, 1.0, 1)
         c2.cmd(tick, seq - 10, 0.0, -1.0, 8)
-        while (s := c0.snapshot()).tick <= tick:
-            pass
-        tick = s.tick
+        tick = until(c0, lambda s, t=tick: s.tick > t, f"a tick past {tick}").tick
     srv.close()  # SIGTERM: the running match is written on the way out
     (path2,) = bprs(rec)
     r = read_bpr(path2)
@@ -205,8 +217,7 @@ def test_a_failed_write_is_counted_not_fatal(server_factory, tmp_path):
     c = RawClient(srv.address)
     play(c, 10, random.Random(3))
     c.reset(4)
-    while c.snapshot().match_id != 2:
-        pass
+    until(c, lambda s: s.match_id == 2, "match 2")
     stats = srv.stats()
     assert stats["replays_failed"] == 1 and stats["replays_written"] == 0
     assert "recording of match 1 failed" in srv.log_tail()
