@@ -147,3 +147,45 @@ def test_baseline_walks_in_and_attacks():
     near = build_input(snapshot_bytes(P(x=0.0), P(x=5.0, facing=-1), 3000), 0, 2)
     presses = [b(near)[3] for _ in range(4)]
     assert sorted(presses) == [-1.0, -1.0, 1.0, 1.0]  # press, release, press, release
+
+
+def test_main_draws_the_kind_first_so_a_big_pool_does_not_crowd_out_the_fixed_ones(tmp_path):
+    """Today's mixture (fixed share 0, PFSP over everyone) lets ~100 own checkpoints
+    drown the 9 fixed opponents; a reserved fixed share keeps its share at any pool size,
+    the fixed opponents drawn by the ladder curriculum (unlocked rung by rung)."""
+    from brawlkit.league.roles import FIXED_LADDER
+
+    pool = _permanent() + _trained("main", 100) + _trained("main_exploiter", 5)
+    crowded = MainSampler(tmp_path, 2, 4, seed=3, pfsp_share=0.5, exploiter_share=0.15)
+    crowded.refresh(pool)
+    picks = [crowded.choose() for _ in range(4000)]
+    assert sum(p in permanent_ids() for p in picks) / len(picks) < 0.1  # the crowding
+
+    s = MainSampler(tmp_path, 2, 4, seed=3, fixed_share=0.25, pfsp_share=0.35,
+                    exploiter_share=0.15, pfsp_pool="learned", pfsp_window=10)
+    s.refresh(pool)
+    picks = [s.choose() for _ in range(8000)]
+    fixed = [p for p in picks if p in permanent_ids()]
+    assert abs(len(fixed) / len(picks) - 0.25) < 0.02
+    assert set(fixed) == {FIXED_LADDER[0]}  # only the first rung is unlocked yet
+    assert s.branch_counts["fixed"] == len(fixed)
+    pfsp = [p for p in picks if p.startswith("main-g")]  # PFSP and self-play picks
+    assert {int(p.split("-g")[1]) for p in pfsp} >= {99} and min(
+        int(p.split("-g")[1]) for p in pfsp) >= 90  # the window: each role's newest 10
+    for _ in range(10):  # wins the first rung: the next one unlocks, p(1-p) spreads the draws
+        s.record(FIXED_LADDER[0], "win")
+    assert s.ladder.unlocked == 2
+    assert set(p for p in (s.choose() for _ in range(2000)) if p in permanent_ids()) \
+        == set(FIXED_LADDER[:2])
+    state = s.state_dict()
+    again = MainSampler(tmp_path, 2, 4, seed=99, fixed_share=0.25)
+    again.load_state_dict(state)
+    assert again.ladder.unlocked == 2  # the ladder resumes with the run
+
+
+def test_fixed_share_with_no_learned_member_falls_back_to_the_ladder(tmp_path):
+    s = MainSampler(tmp_path, 2, 4, seed=4, fixed_share=0.0, pfsp_share=0.6, pfsp_pool="learned")
+    s.refresh(_permanent())  # nothing trained yet: PFSP over learned members and self-play
+    assert {s.choose() for _ in range(50)} == {"cpu:1"}  # are the ladder's first rung
+    with pytest.raises(ValueError, match="sum to <= 1"):
+        MainSampler(tmp_path, 2, 4, fixed_share=0.5, pfsp_share=0.4, exploiter_share=0.2)

@@ -105,28 +105,17 @@ OBS_NAMES: tuple[str, ...] = (
 )
 assert len(OBS_NAMES) == OBS_DIM
 
-# header constants as Python floats (exactly float32-representable; tested)
-_PX = float(C.BP_OBS_POS_X_SCALE)
-_PY = float(C.BP_OBS_POS_Y_SCALE)
-_VS = float(C.BP_OBS_VEL_SCALE)
-_DS = float(C.BP_OBS_DAMAGE_SCALE)
-_ST = float(C.BP_STOCKS)
-_SH = float(C.BP_SHIELD_MAX)
-_DIST = float(C.BP_OBS_DIST_SCALE)
-_CLOS = float(C.BP_OBS_CLOSING_SCALE)
-_HOR = float(C.BP_OBS_BLAST_HORIZON_TICKS)
-_DDS = float(C.BP_OBS_DAMAGE_DIFF_SCALE)
-_BX = float(C.BP_BLAST_X)
-_BT = float(C.BP_BLAST_TOP)
-_BB = float(C.BP_BLAST_BOTTOM)
-
-#: every header constant the builder uses (the float32-exactness test reads this)
+#: every header constant the builder uses, in the order of the names below (the
+#: float32-exactness test reads this)
 USED_CONSTANTS: tuple[str, ...] = (
     "BP_OBS_POS_X_SCALE", "BP_OBS_POS_Y_SCALE", "BP_OBS_VEL_SCALE", "BP_OBS_DAMAGE_SCALE",
     "BP_STOCKS", "BP_SHIELD_MAX", "BP_OBS_DIST_SCALE", "BP_OBS_CLOSING_SCALE",
     "BP_OBS_BLAST_HORIZON_TICKS", "BP_OBS_DAMAGE_DIFF_SCALE", "BP_BLAST_X", "BP_BLAST_TOP",
     "BP_BLAST_BOTTOM",
 )
+# ... as Python floats (exactly float32-representable; tested), short names for the builder
+(_PX, _PY, _VS, _DS, _ST, _SH, _DIST, _CLOS, _HOR, _DDS, _BX, _BT, _BB) = (
+    float(getattr(C, name)) for name in USED_CONSTANTS)
 
 _ONE_HOT: tuple[tuple[float, ...], ...] = tuple(
     tuple(1.0 if i == k else 0.0 for i in range(len(POSTURES))) for k in range(len(POSTURES))

@@ -89,9 +89,17 @@ class TrainConfig:
     curriculum_k: int = _opt(10, "level L+1 unlocks after winning >= half of the last K games "
                              "at level L; also the window of the sampling win rate")
     curriculum_floor: float = _opt(0.05, "minimum sampling weight of an unlocked level")
-    # --- opponents in a league (--league-dir; docs/league.md)
-    main_pfsp_share: float = _opt(0.5, "main: share of games drawn by PFSP-squared over every "
-                                  "frozen member")
+    # --- opponents in a league (--league-dir; docs/league.md): Main draws a kind, then one
+    # of that kind, so no kind is crowded out as the pool grows
+    main_fixed_share: float = _opt(0.0, "main: share of games against the fixed opponents (the "
+                                   "CPU ladder and the baseline), drawn by the p(1-p) ladder "
+                                   "curriculum (curriculum_k, curriculum_floor)")
+    main_pfsp_share: float = _opt(0.5, "main: share of games drawn by PFSP-squared over the "
+                                  "learned members (main_pfsp_pool)")
+    main_pfsp_pool: str = _opt("all", "main: the PFSP pool: 'learned' = trained members only; "
+                               "'all' = the fixed opponents too (each weighed as one member)",
+                               choices=("learned", "all"))
+    main_pfsp_window: int = _opt(0, "main: PFSP over each role's newest N members only (0 = all)")
     main_exploiter_share: float = _opt(0.15, "main: share against main exploiters it struggles "
                                        "with; the rest is self-play against its newest weights")
     main_struggle: float = _opt(0.3, "main: a main exploiter it beats less often than this is one "
@@ -103,6 +111,8 @@ class TrainConfig:
     exploiter_reset_every: int = _opt(4, "main_exploiter: fresh weights every K generations")
     league_exploiter_reset_p: float = _opt(0.25, "league_exploiter: probability of fresh weights "
                                            "at each registration")
+    league_exploiter_fixed_share: float = _opt(0.0, "league_exploiter: share of games against "
+                                               "the fixed ladder before PFSP over the pool")
     payoff_decay: float = _opt(0.99, "decay of the payoff record per game against an opponent "
                                "(1 = plain counts)")
     # --- evaluation at each generation's end (the deterministic policy: what ships)
@@ -119,14 +129,19 @@ class TrainConfig:
                      "n_epochs", "action_repeat", "curriculum_k"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("main_pfsp_share", "main_exploiter_share", "main_struggle",
-                     "main_selfplay_floor", "exploiter_threshold", "league_exploiter_reset_p",
-                     "payoff_decay"):
+        for name in ("main_fixed_share", "main_pfsp_share", "main_exploiter_share",
+                     "main_struggle", "main_selfplay_floor", "exploiter_threshold",
+                     "league_exploiter_reset_p", "league_exploiter_fixed_share", "payoff_decay"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
-        if self.main_pfsp_share + self.main_exploiter_share > 1.0:
-            raise ValueError("main_pfsp_share + main_exploiter_share must be <= 1 (the rest is "
-                             "self-play)")
+        if self.main_fixed_share + self.main_pfsp_share + self.main_exploiter_share > 1.0:
+            raise ValueError("main_fixed_share + main_pfsp_share + main_exploiter_share must be "
+                             "<= 1 (the rest is self-play)")
+        if self.main_pfsp_pool not in ("learned", "all"):
+            raise ValueError(f"main_pfsp_pool must be 'learned' or 'all', got "
+                             f"{self.main_pfsp_pool!r}")
+        if self.main_pfsp_window < 0:
+            raise ValueError(f"main_pfsp_window must be >= 0 (0 = all), got {self.main_pfsp_window}")
         if self.exploiter_reset_every < 1:
             raise ValueError(f"exploiter_reset_every must be >= 1, got {self.exploiter_reset_every}")
         if self.ray_workers < 1 or (self.ray is not None and self.ray_workers > self.n_envs):

@@ -54,14 +54,18 @@ class LeagueTrainee:
         self.sync = sync
         self.cfg = cfg
         self.run_name = run_name
-        kw: dict[str, Any] = {"seed": seed, "payoff_decay": cfg.payoff_decay}
+        kw: dict[str, Any] = {"seed": seed, "payoff_decay": cfg.payoff_decay,
+                              "ladder_k": cfg.curriculum_k, "ladder_floor": cfg.curriculum_floor}
         if cfg.role == "main":
-            kw.update(pfsp_share=cfg.main_pfsp_share, exploiter_share=cfg.main_exploiter_share,
-                      struggle=cfg.main_struggle, selfplay_floor=cfg.main_selfplay_floor)
+            kw.update(fixed_share=cfg.main_fixed_share, pfsp_share=cfg.main_pfsp_share,
+                      exploiter_share=cfg.main_exploiter_share, struggle=cfg.main_struggle,
+                      selfplay_floor=cfg.main_selfplay_floor, pfsp_window=cfg.main_pfsp_window,
+                      pfsp_pool=cfg.main_pfsp_pool)
         elif cfg.role == "main_exploiter":
             kw.update(threshold=cfg.exploiter_threshold, reset_every=cfg.exploiter_reset_every)
         else:
-            kw.update(reset_p=cfg.league_exploiter_reset_p)
+            kw.update(reset_p=cfg.league_exploiter_reset_p,
+                      fixed_share=cfg.league_exploiter_fixed_share)
         self.sampler: LeagueSampler = SAMPLERS[cfg.role](
             self.pool.path, cfg.input_layout, cfg.action_repeat, **kw)
         if self.sync is not None:
