@@ -29,6 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 BENCHES: dict[str, str] = {
     "env": "brawlkit.bench.env",
+    "learn": "brawlkit.bench.learn",
     "native": "brawlkit.bench.native",
     "train": "brawlkit.bench.train",
 }
@@ -37,7 +38,7 @@ USAGE = """usage: python -m brawlkit COMMAND [ARGS...]
 
 commands:
 {commands}
-  bench env|native|train   benchmarks, reported as ratios against a reference
+  bench env|native|train|learn  benchmarks, reported as ratios against a reference
                            measured in the same run (--json for one JSON line)
 
 `python -m brawlkit COMMAND --help` shows a command's options."""

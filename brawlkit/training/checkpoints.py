@@ -100,7 +100,8 @@ def update_best(run_dir: Path, gen: int, zip_path: Path, score: float) -> Path:
     except (OSError, ValueError, KeyError, TypeError):
         pass  # no (readable) best yet: this generation is it
     atomic_write_json(best_path, {"generation": gen, "checkpoint": zip_path.name, "score": score,
-                                  "criterion": "mean deterministic win rate over eval levels"})
+                                  "criterion": "95 % Wilson lower bound of the deterministic "
+                                               "policy's wins over every evaluated match"})
     return zip_path
 
 

@@ -41,6 +41,7 @@ from typing import Any
 
 from stable_baselines3.common.logger import configure
 
+from brawlkit.common.stats import wilson_interval
 from brawlkit.common.threads import limit_threads
 from brawlkit.env.dummy import ZeroCostEnv
 from brawlkit.env.rewards import make_reward, reward_config
@@ -398,9 +399,13 @@ def _eval_record(ev: dict[str, Any]) -> dict[str, Any]:
 
 
 def selection_score(evals: dict[str, dict[str, Any]]) -> float:
-    """How good a generation is *as it ships*: the deterministic policy's mean win rate
-    over the evaluated levels (the sampled policy never counts)."""
-    return float(sum(ev["win_rate"] for ev in evals.values()) / max(len(evals), 1))
+    """How good a generation is *as it ships*, and how sure: the 95 % Wilson lower bound
+    of the deterministic policy's wins over every evaluated match (the sampled policy
+    never counts).  A lower bound, not the mean, so a generation that won 4 of 4 does
+    not displace one that won 38 of 40 (docs/cli.md, "Which checkpoint to ship")."""
+    wins = sum(int(ev["wins"]) for ev in evals.values())
+    n = sum(int(ev["episodes"]) for ev in evals.values())
+    return round(wilson_interval(wins, n)[0], 6)
 
 
 def _fresh_weights(cfg: TrainConfig, venv: Any, generation: int, logger: Any) -> Any:

@@ -1,0 +1,391 @@
+"""``python -m brawlkit bench learn CONFIG``: does a training recipe make a bot that wins?
+
+A learning claim here is a table, not an anecdote (docs/benchmarks.md, "Learning"): a
+named recipe — a file in ``configs/learn/`` — is trained from scratch over several
+seeds at a budget stated in env steps (so runs that share a machine still compare),
+and what ships is judged: the *deterministic* policy (the clipped Gaussian mean that
+``export`` writes and ``brawlpit_bot`` plays) of the final (or ``best.json``'s)
+generation, against the scripted baseline and every CPU level, on ``matches`` fresh
+match seeds each (never a seed training or its per-generation evaluation used), with
+95 % Wilson intervals per seed and pooled, the spread over seeds, and the playstyle
+beside the win rates (per-button press rates, spam fraction, match length), so a
+degenerate style shows.
+
+A recipe file (TOML)::
+
+    name = "curriculum"
+    description = "PPO against the CPU curriculum alone"
+    kind = "curriculum"            # or "league": roles trained concurrently on one pool
+    budget_steps = 6_000_000       # env steps of all trained roles together
+    seeds = [0, 1, 2]
+    roles = ["main"]               # league: e.g. ["main", "main_exploiter", "league_exploiter"]
+    pick = "final"                 # or "best" (best.json)
+    [train]                        # TrainConfig fields (docs/cli.md)
+    steps_per_generation = 300_000
+    [eval]
+    matches = 100
+    opponents = ["baseline", "cpu:1", "cpu:2", "cpu:3", "cpu:4", "cpu:5", "cpu:6", "cpu:7", "cpu:8"]
+
+Each seed's run lives in ``<out>/s<seed>/`` with ``train.json`` and ``eval.json``; a
+rerun skips what is already there, so an interrupted benchmark continues.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from brawlkit.common.io import atomic_write_json
+from brawlkit.common.paths import repo_root
+from brawlkit.common.stats import wilson_interval
+from brawlkit.common.threads import limit_threads
+from brawlkit.env import BrawlpitEnv
+from brawlkit.env.rewards import OutcomeReward
+from brawlkit.league.opponents import BaselinePolicy
+from brawlkit.league.records import BASELINE_ID, ROLES
+from brawlkit.training import league_run
+from brawlkit.training.checkpoints import list_checkpoints
+from brawlkit.training.config import RunOptions, TrainConfig, config_fields
+from brawlkit.training.evaluate import load_policies, play_episodes
+from brawlkit.training.ppo import train
+from brawlkit.wire.cpu_level import CPU_LEVELS, CpuLevel
+from brawlkit.wire.server_process import ServerGroup
+
+#: where recipe files live; ``bench learn NAME`` finds ``configs/learn/NAME.toml``
+CONFIG_DIR = Path("configs") / "learn"
+#: the benchmark's match seeds: far from any seed training or its evaluation uses
+#: (training matches count up from the run's seed, evaluations from 1,000,000)
+EVAL_SEED_BASE = 50_000_000
+DEFAULT_OPPONENTS: tuple[str, ...] = (BASELINE_ID, *(CpuLevel(lv).spec for lv in CPU_LEVELS))
+KINDS = ("curriculum", "league")
+
+
+@dataclass
+class LearnConfig:
+    """One recipe file: what is trained, at which budget, and how it is judged."""
+
+    name: str
+    kind: str
+    budget_steps: int
+    seeds: tuple[int, ...]
+    train: dict[str, Any]
+    description: str = ""
+    roles: tuple[str, ...] = ("main",)
+    pick: str = "final"
+    matches: int = 100
+    opponents: tuple[str, ...] = DEFAULT_OPPONENTS
+    path: Path | None = field(default=None, compare=False)
+
+    @classmethod
+    def load(cls, path: str | Path) -> LearnConfig:
+        """The recipe at ``path`` (or ``configs/learn/<path>.toml``), validated; a
+        ``ValueError`` names the file and the key that is wrong."""
+        p = resolve_config(path)
+        try:
+            data = tomllib.loads(p.read_text())
+        except (OSError, tomllib.TOMLDecodeError) as e:
+            raise ValueError(f"{p}: {e}") from None
+        ev = data.pop("eval", {})
+        known = {"name", "description", "kind", "budget_steps", "seeds", "roles", "pick", "train"}
+        unknown = sorted(set(data) - known) + sorted(f"eval.{k}" for k in set(ev) - {"matches",
+                                                                                    "opponents"})
+        if unknown:
+            raise ValueError(f"{p}: unknown key(s) {unknown}")
+        try:
+            cfg = cls(name=str(data.get("name", p.stem)), kind=str(data["kind"]),
+                      budget_steps=int(data["budget_steps"]),
+                      seeds=tuple(int(s) for s in data.get("seeds", (0,))),
+                      train=dict(data.get("train", {})),
+                      description=str(data.get("description", "")),
+                      roles=tuple(str(r) for r in data.get("roles", ("main",))),
+                      pick=str(data.get("pick", "final")), matches=int(ev.get("matches", 100)),
+                      opponents=tuple(str(o) for o in ev.get("opponents", DEFAULT_OPPONENTS)),
+                      path=p)
+        except KeyError as e:
+            raise ValueError(f"{p}: missing key {e}") from None
+        cfg.validate()
+        return cfg
+
+    def validate(self) -> None:
+        where = self.path or self.name
+        if self.kind not in KINDS:
+            raise ValueError(f"{where}: kind must be one of {KINDS}, got {self.kind!r}")
+        if self.pick not in ("final", "best"):
+            raise ValueError(f"{where}: pick must be 'final' or 'best', got {self.pick!r}")
+        if not self.roles or self.roles[0] != "main" or any(r not in ROLES for r in self.roles):
+            raise ValueError(f"{where}: roles must start with 'main' and be among {ROLES}")
+        if self.kind == "curriculum" and self.roles != ("main",):
+            raise ValueError(f"{where}: a curriculum run trains main alone")
+        if not self.seeds or self.matches < 1:
+            raise ValueError(f"{where}: need at least one seed and matches >= 1")
+        for o in self.opponents:
+            if o != BASELINE_ID:
+                CpuLevel.parse(o)
+        bad = sorted(set(self.train) - set(config_fields()) | set(self.train) & {"seed", "role",
+                                                                                "generations"})
+        if bad:
+            raise ValueError(f"{where}: [train] keys {bad} are not TrainConfig fields this file "
+                             "may set (seed, role and generations come from the recipe)")
+        self.train_config(self.seeds[0])  # the fields' own validation, and the budget's
+
+    def generations(self) -> int:
+        """Generations per role: the budget shared equally by the roles."""
+        per_gen = int(self.train.get("steps_per_generation", TrainConfig().steps_per_generation))
+        gens, rest = divmod(self.budget_steps, per_gen * len(self.roles))
+        if gens < 1 or rest:
+            raise ValueError(f"{self.path or self.name}: budget_steps {self.budget_steps} must be "
+                             f"a positive multiple of roles ({len(self.roles)}) x "
+                             f"steps_per_generation ({per_gen})")
+        return gens
+
+    def train_config(self, seed: int, role: str = "main") -> TrainConfig:
+        return TrainConfig.from_dict({**self.train, "seed": seed, "role": role,
+                                      "generations": self.generations()})
+
+
+def resolve_config(path: str | Path) -> Path:
+    """``path`` as given, else ``configs/learn/<path>[.toml]`` of the checkout."""
+    p = Path(path)
+    if p.is_file():
+        return p
+    for cand in (repo_root() / CONFIG_DIR / p, repo_root() / CONFIG_DIR / f"{p}.toml"):
+        if cand.is_file():
+            return cand
+    names = sorted(q.stem for q in (repo_root() / CONFIG_DIR).glob("*.toml"))
+    raise ValueError(f"no recipe {path!r}: not a file, and not one of {names} "
+                     f"({repo_root() / CONFIG_DIR})")
+
+
+# ------------------------------------------------------------------ training
+def train_seed(cfg: LearnConfig, seed: int, out: Path, progress: bool) -> dict[str, Any]:
+    """Train one seed of the recipe into ``out``; the shipped checkpoint, steps, seconds."""
+    t0 = time.perf_counter()
+    if cfg.kind == "curriculum":
+        res = train(cfg.train_config(seed), RunOptions(run_dir=out / "main", progress=progress))
+        main_dir = res.run_dir
+    else:
+        code = league_run.run(str(out / "league"), list(cfg.roles), _train_flags(cfg, seed),
+                              str(out / "runs"), progress=progress)
+        if code != 0:
+            raise RuntimeError(f"league run of {cfg.name} seed {seed} failed (exit {code}; logs "
+                               f"in {out / 'league' / 'logs'})")
+        main_dir = _newest_run(out / "runs" / "main")
+    seconds = time.perf_counter() - t0
+    steps = {role: _steps_of(out, role, main_dir) for role in cfg.roles}
+    return {"seed": seed, "checkpoint": str(_shipped(main_dir, cfg.pick)), "pick": cfg.pick,
+            "env_steps": sum(steps.values()), "env_steps_by_role": steps,
+            "train_seconds": round(seconds, 1),
+            "steps_per_s": round(sum(steps.values()) / max(seconds, 1e-9), 1)}
+
+
+def _train_flags(cfg: LearnConfig, seed: int) -> list[str]:
+    """``train`` flags of the recipe's TrainConfig (every role of a league gets them)."""
+    tc = cfg.train_config(seed).to_dict()
+    flags = []
+    for k, v in tc.items():
+        if k == "role" or v is None:
+            continue
+        flags += [f"--{k.replace('_', '-')}", ",".join(map(str, v)) if isinstance(v, list)
+                  else str(v)]
+    return flags + ["--no-progress"]
+
+
+def _newest_run(role_dir: Path) -> Path:
+    runs = [d for d in role_dir.iterdir() if d.is_dir() and list_checkpoints(d)] \
+        if role_dir.is_dir() else []
+    if not runs:
+        raise RuntimeError(f"no finished generation under {role_dir}")
+    return max(runs, key=lambda d: list_checkpoints(d)[-1][1].stat().st_mtime)
+
+
+def _steps_of(out: Path, role: str, main_dir: Path) -> int:
+    run = main_dir if role == "main" else _newest_run(out / "runs" / role)
+    meta = json.loads(list_checkpoints(run)[-1][1].read_text())
+    return int(meta["steps"])
+
+
+def _shipped(run_dir: Path, pick: str) -> Path:
+    if pick == "best":
+        best = json.loads((run_dir / "best.json").read_text())
+        return run_dir / str(best["checkpoint"])
+    return run_dir / str(json.loads(list_checkpoints(run_dir)[-1][1].read_text())["checkpoint"])
+
+
+# ---------------------------------------------------------------- evaluation
+def opponent_seed(opponent: str) -> int:
+    """The first match seed against ``opponent``: its own block of fresh seeds."""
+    level = 0 if opponent == BASELINE_ID else CpuLevel.parse(opponent).level
+    return EVAL_SEED_BASE + 100_000 * level
+
+
+def evaluate_shipped(checkpoint: str | Path, opponents: tuple[str, ...], matches: int,
+                     n_envs: int = 2, progress: bool = True) -> dict[str, dict[str, Any]]:
+    """The deterministic policy of ``checkpoint`` against each opponent on ``matches``
+    fresh seeds: win/draw/loss, the win rate's 95 % Wilson interval, the playstyle."""
+    limit_threads()
+    det, _ = load_policies(checkpoint)
+    kw: dict[str, Any] = {"action_repeat": det.meta.action_repeat,
+                          "input_layout": det.meta.input_layout}
+    group = ServerGroup(n_envs)
+    envs = [BrawlpitEnv(opponent=CpuLevel(1).spec, reward=OutcomeReward(),
+                        server=group.server_for(i), **kw) for i in range(n_envs)]
+    bar = _bar(len(opponents), f"eval {Path(checkpoint).name}", progress)
+    out: dict[str, dict[str, Any]] = {}
+    try:
+        for opp in opponents:
+            spec: Any = BaselinePolicy() if opp == BASELINE_ID else opp
+            res = play_episodes(det, spec, matches, opponent_seed(opp), envs=envs)
+            lo, hi = wilson_interval(res["wins"], res["episodes"])
+            out[opp] = {k: res[k] for k in ("episodes", "wins", "draws", "losses", "win_rate",
+                                            "spam_fraction", "press_rate", "mean_ticks")}
+            out[opp]["win_ci"] = [round(lo, 4), round(hi, 4)]
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix_str(f"{opp} {res['win_rate']:.2f}")
+    finally:
+        if bar is not None:
+            bar.close()
+        for e in envs:
+            e.close()
+        group.close()
+    return out
+
+
+def _bar(total: int, desc: str, enabled: bool) -> Any:
+    if not enabled:
+        return None
+    from tqdm.auto import tqdm  # tqdm.auto: a widget in Jupyter, text in a terminal
+
+    return tqdm(total=total, desc=desc, unit="opponent", file=sys.stderr)
+
+
+def playstyle(ev: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """How the policy plays over all its evaluation matches: each button's share of steps
+    held, the spam fraction, the mean match length in seconds."""
+    n = sum(r["episodes"] for r in ev.values())
+    buttons = next(iter(ev.values()))["press_rate"].keys()
+    return {
+        "press_rate": {b: round(sum(r["press_rate"][b] * r["episodes"] for r in ev.values()) / n,
+                                4) for b in buttons},
+        "spam_fraction": round(sum(r["spam_fraction"] * r["episodes"] for r in ev.values()) / n,
+                               4),
+        "match_seconds": round(sum(r["mean_ticks"] * r["episodes"] for r in ev.values()) / n
+                               / 60.0, 1),
+    }
+
+
+def pooled(per_seed: list[dict[str, Any]], opponents: tuple[str, ...]) -> dict[str, Any]:
+    """Every seed's matches together per opponent, with the spread of the seeds' rates."""
+    out = {}
+    for opp in opponents:
+        rows = [s["eval"][opp] for s in per_seed]
+        w, d, losses = (sum(r[k] for r in rows) for k in ("wins", "draws", "losses"))
+        n = w + d + losses
+        lo, hi = wilson_interval(w, n)
+        rates = [r["win_rate"] for r in rows]
+        out[opp] = {"wins": w, "draws": d, "losses": losses, "win_rate": round(w / n, 4),
+                    "win_ci": [round(lo, 4), round(hi, 4)],
+                    "spread": [round(min(rates), 4), round(max(rates), 4)]}
+    return out
+
+
+# ------------------------------------------------------------------- the run
+def run(cfg: LearnConfig, out: Path, seeds: tuple[int, ...] | None = None,
+        progress: bool = True, eval_envs: int = 2) -> dict[str, Any]:
+    """Train (where not done yet) and evaluate every seed; the whole result."""
+    per_seed = []
+    for seed in seeds or cfg.seeds:
+        sdir = out / f"s{seed}"
+        sdir.mkdir(parents=True, exist_ok=True)
+        trained = _cached(sdir / "train.json", lambda s=seed, d=sdir: train_seed(cfg, s, d,
+                                                                                  progress))
+        evaluated = _cached(sdir / "eval.json", lambda t=trained: _evaluate(t, cfg, eval_envs,
+                                                                            progress))
+        per_seed.append({**trained, **evaluated})
+    return {"bench": "learn", "config": cfg.name, "config_file": str(cfg.path), "kind": cfg.kind,
+            "roles": list(cfg.roles), "budget_steps": cfg.budget_steps, "matches": cfg.matches,
+            "opponents": list(cfg.opponents), "seeds": per_seed,
+            "pooled": pooled(per_seed, cfg.opponents)}
+
+
+def _evaluate(trained: dict[str, Any], cfg: LearnConfig, n_envs: int,
+              progress: bool) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    ev = evaluate_shipped(trained["checkpoint"], cfg.opponents, cfg.matches, n_envs, progress)
+    return {"eval": ev, "playstyle": playstyle(ev),
+            "eval_seconds": round(time.perf_counter() - t0, 1)}
+
+
+def _cached(path: Path, make: Any) -> dict[str, Any]:
+    """``path``'s JSON if an earlier run left it, else ``make()``, written atomically."""
+    if path.is_file():
+        data: dict[str, Any] = json.loads(path.read_text())
+        return data
+    data = make()
+    atomic_write_json(path, data)
+    return data
+
+
+def format_table(res: dict[str, Any]) -> str:
+    """The human table: each opponent's win rate per seed and pooled, then the playstyle."""
+    seeds = res["seeds"]
+    head = f"{'opponent':<10}" + "".join(f"  {'seed ' + str(s['seed']):<19}" for s in seeds) \
+        + f"  {'pooled W/D/L':<14}  {'win [95% CI]':<19}  spread"
+    lines = [f"bench learn {res['config']} ({res['kind']}, roles {','.join(res['roles'])}): "
+             f"{len(seeds)} seed(s), budget {res['budget_steps']:,} env steps, "
+             f"{res['matches']} fresh matches per opponent, deterministic policy", head]
+    for opp in res["opponents"]:
+        cells = "".join(f"  {_rate(s['eval'][opp]):<19}" for s in seeds)
+        p = res["pooled"][opp]
+        lines.append(f"{opp:<10}{cells}  {p['wins']}/{p['draws']}/{p['losses']:<8}  "
+                     f"{_rate(p):<19}  {p['spread'][0]:.2f}-{p['spread'][1]:.2f}")
+    for s in seeds:
+        ps = s["playstyle"]
+        lines.append(f"seed {s['seed']}: {s['env_steps']:,} env steps in "
+                     f"{s['train_seconds'] / 60:.1f} min ({s['steps_per_s']:,.0f}/s), eval "
+                     f"{s['eval_seconds'] / 60:.1f} min; held " + " ".join(
+                         f"{b} {v:.2f}" for b, v in ps["press_rate"].items())
+                     + f"; spam {ps['spam_fraction']:.2f}; matches {ps['match_seconds']:.0f} s; "
+                     f"{Path(s['checkpoint']).name}")
+    return "\n".join(lines)
+
+
+def _rate(r: dict[str, Any]) -> str:
+    return f"{r['win_rate']:.2f} [{r['win_ci'][0]:.2f},{r['win_ci'][1]:.2f}]"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m brawlkit bench learn",
+        description="Train a recipe (configs/learn/NAME.toml) over several seeds and judge the "
+        "deterministic policy that ships against the baseline and every CPU level on fresh "
+        "matches, with 95 % Wilson intervals (docs/benchmarks.md, Learning).")
+    ap.add_argument("config", help="a recipe file, or the NAME of configs/learn/NAME.toml")
+    ap.add_argument("--seeds", default=None, help="comma list overriding the recipe's seeds")
+    ap.add_argument("--out", default=None, help="where the runs go (default runs/bench/NAME)")
+    ap.add_argument("--matches", type=int, default=None, help="fresh matches per opponent")
+    ap.add_argument("--eval-envs", type=int, default=2, help="evaluation envs (default 2)")
+    ap.add_argument("--no-progress", action="store_true")
+    ap.add_argument("--json", action="store_true", help="one JSON object on the last line")
+    args = ap.parse_args(argv)
+    try:
+        cfg = LearnConfig.load(args.config)
+        if args.matches is not None:
+            cfg.matches = args.matches
+            cfg.validate()
+        seeds = tuple(int(s) for s in args.seeds.split(",")) if args.seeds else None
+    except ValueError as e:
+        ap.error(str(e))
+    out = Path(args.out) if args.out else Path("runs") / "bench" / cfg.name
+    res = run(cfg, out, seeds, progress=not args.no_progress, eval_envs=args.eval_envs)
+    atomic_write_json(out / "result.json", res)
+    print(format_table(res))
+    if args.json:
+        print(json.dumps(res))
+    return 0
