@@ -132,7 +132,10 @@ class LearnConfig:
         if bad:
             raise ValueError(f"{where}: [train] keys {bad} are not TrainConfig fields this file "
                              "may set (seed, role and generations come from the recipe)")
-        self.train_config(self.seeds[0])  # the fields' own validation, and the budget's
+        try:
+            self.train_config(self.seeds[0])  # the fields' own validation, and the budget's
+        except ValueError as e:
+            raise ValueError(f"{where}: [train] {e}") if str(where) not in str(e) else e from None
 
     def generations(self) -> int:
         """Generations per role: the budget shared equally by the roles."""

@@ -1,0 +1,114 @@
+"""``bench learn``: a recipe file trained over seeds and judged on fresh matches with
+intervals — the recipe checks, the Wilson interval, and one tiny run through the CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from helpers import last_json, run_cli
+
+from brawlkit.bench.learn import LearnConfig, opponent_seed, pooled
+from brawlkit.common.stats import wilson_interval
+
+TINY = """
+name = "tiny"
+kind = "{kind}"
+budget_steps = 512
+seeds = [4]
+roles = ["main"]
+pick = "best"
+[train]
+steps_per_generation = 256
+n_envs = 2
+n_steps = 128
+batch_size = 64
+n_epochs = 1
+max_episode_steps = 150
+eval_levels = [1]
+eval_episodes = 1
+main_fixed_share = 0.5
+main_pfsp_share = 0.3
+main_pfsp_pool = "learned"
+[eval]
+matches = 3
+opponents = ["baseline", "cpu:2"]
+"""
+
+
+def test_wilson_interval_matches_the_formula() -> None:
+    assert wilson_interval(0, 0) == (0.0, 1.0)
+    lo, hi = wilson_interval(0, 10)
+    assert lo == 0.0 and hi == pytest.approx(0.27753, abs=1e-5)
+    lo, hi = wilson_interval(5, 10)
+    assert (lo, hi) == (pytest.approx(0.23659, abs=1e-5), pytest.approx(0.76341, abs=1e-5))
+    lo, hi = wilson_interval(100, 100)
+    assert hi == 1.0 and lo == pytest.approx(0.96300, abs=1e-5)
+    with pytest.raises(ValueError):
+        wilson_interval(3, 2)
+
+
+def test_recipes_in_the_repository_load(tmp_path: Path) -> None:
+    from brawlkit.bench.learn import CONFIG_DIR
+    from brawlkit.common.paths import repo_root
+
+    files = sorted((repo_root() / CONFIG_DIR).glob("*.toml"))
+    assert files, "configs/learn/ holds the README's recipes"
+    for f in files:
+        cfg = LearnConfig.load(f)
+        assert cfg.generations() >= 1 and cfg.matches >= 100, f.name
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda t: t.replace("budget_steps = 512", "budget_steps = 500"), "multiple"),
+    (lambda t: t.replace('kind = "curriculum"', 'kind = "tournament"'), "kind must be"),
+    (lambda t: t.replace("n_epochs = 1", "n_epochs = 1\ngenerations = 3"), "generations"),
+    (lambda t: t.replace("n_epochs = 1", "n_epoch = 1"), "n_epoch"),
+    (lambda t: t + "colour = 1\n", "unknown key"),
+    (lambda t: t.replace('"cpu:2"', '"cpu:9"'), "cpu:9"),
+    (lambda t: t.replace("main_pfsp_share = 0.3", "main_pfsp_share = 0.6"), r"\[train\] main_fixed"),
+])
+def test_a_bad_recipe_is_refused_naming_the_key(tmp_path: Path, edit, message) -> None:
+    f = tmp_path / "bad.toml"
+    f.write_text(edit(TINY.format(kind="curriculum")))
+    with pytest.raises(ValueError, match=message):
+        LearnConfig.load(f)
+
+
+def test_pooled_sums_seeds_and_reports_their_spread() -> None:
+    seeds = [{"eval": {"cpu:1": {"wins": w, "draws": 0, "losses": 10 - w, "win_rate": w / 10}}}
+             for w in (2, 8)]
+    p = pooled(seeds, ("cpu:1",))["cpu:1"]
+    assert (p["wins"], p["losses"], p["win_rate"], p["spread"]) == (10, 10, 0.5, [0.2, 0.8])
+    assert p["win_ci"] == [round(x, 4) for x in wilson_interval(10, 20)]
+    assert len({opponent_seed(o) for o in ("baseline", "cpu:1", "cpu:8")}) == 3
+
+
+@pytest.mark.training
+@pytest.mark.servers
+def test_a_tiny_recipe_trains_and_is_judged_through_the_cli(tmp_path: Path) -> None:
+    """A league recipe (its runner, flags and run directories; the curriculum kind calls
+    ``train`` directly, tested in test_train.py), judged, then found done on a rerun."""
+    recipe = tmp_path / "tiny.toml"
+    recipe.write_text(TINY.format(kind="league"))
+    out = tmp_path / "out"
+    r = run_cli("bench", "learn", str(recipe), "--out", str(out), "--no-progress", "--json",
+                timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    res = last_json(r.stdout)
+    (seed,) = res["seeds"]
+    assert seed["seed"] == 4 and seed["env_steps"] >= 512 and seed["pick"] == "best"
+    assert Path(seed["checkpoint"]).is_file()
+    for opp in ("baseline", "cpu:2"):
+        ev = seed["eval"][opp]
+        assert ev["wins"] + ev["draws"] + ev["losses"] == ev["episodes"] == 3
+        lo, hi = ev["win_ci"]
+        assert lo <= ev["win_rate"] <= hi
+        assert res["pooled"][opp]["wins"] == ev["wins"]
+    assert set(seed["playstyle"]["press_rate"]) == {"jump", "attack", "special", "shield"}
+    assert "pooled W/D/L" in r.stdout and json.loads((out / "result.json").read_text()) == res
+    # a rerun finds both halves done and trains nothing
+    again = run_cli("bench", "learn", str(recipe), "--out", str(out), "--no-progress", "--json",
+                    timeout=120)
+    assert again.returncode == 0 and last_json(again.stdout) == res
