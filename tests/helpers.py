@@ -19,7 +19,8 @@ from brawlkit.common.paths import repo_root
 ROOT = repo_root()
 
 
-def large_weight_checkpoint(path: Path, seed: int = 0, input_layout: int = 2) -> Any:
+def large_weight_checkpoint(path: Path, seed: int = 0, input_layout: int = 2,
+                            hidden: tuple[int, ...] = (64, 64)) -> Any:
     """A PPO of the project's network whose weights are re-drawn large (|w| up to 0.5),
     so outputs leave [-1, 1], tanh saturates, and parity is tested on realistic
     magnitudes rather than SB3's tiny action-head init.  Returns the model."""
@@ -29,7 +30,7 @@ def large_weight_checkpoint(path: Path, seed: int = 0, input_layout: int = 2) ->
     from brawlkit.training.config import TrainConfig
     from brawlkit.training.ppo import build_model
 
-    cfg = TrainConfig(seed=seed, n_envs=1, input_layout=input_layout)
+    cfg = TrainConfig(seed=seed, n_envs=1, input_layout=input_layout, hidden=hidden)
     model = build_model(cfg, ZeroCostEnv(input_layout=input_layout))
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():

@@ -78,6 +78,28 @@ def test_c_forward_parity_with_torch_and_numpy(tools, ckpt, tmp_path):
     assert np.abs(np.clip(c[:2000], -1, 1) - pred).max() <= 1e-5
 
 
+@pytest.mark.parametrize("hidden", [(256, 256), (128, 64, 32), (48,)])
+def test_c_forward_parity_at_other_sizes(tools, tmp_path, hidden):
+    """``--hidden`` (TrainConfig) is a measured choice, so every width the C forward may
+    meet is held to torch: its 64-wide blocks, a remainder, one layer, three."""
+    from helpers import large_weight_checkpoint
+
+    exe, asan = tools
+    model = large_weight_checkpoint(tmp_path / "wide.zip", seed=3, hidden=hidden)
+    raw = ex.pack_bpw(actor_layers(model.policy), ex.PolicyMeta(4, 2, "tiered"))
+    assert [lay.n_out for lay in ex.parse_bpw(raw).layers] == [*hidden, 6]
+    obs = np.random.default_rng(11).uniform(-2, 2, (2_000, ex.parse_bpw(raw).obs_dim))
+    obs = obs.astype(np.float32)
+    mean = torch_actor_mean(model.policy, obs)
+    blob = tmp_path / "wide.bpw"
+    blob.write_bytes(ex.encode_blob(raw, "lz4"))
+    # float32 sums in another order: the error grows with the outputs (|mean| up to ~8
+    # here), so the bound is relative to them
+    tol = 1e-5 * np.maximum(1.0, np.abs(mean))
+    for tool in (exe, asan):  # the AddressSanitizer+UBSan build reads and runs it cleanly
+        assert (np.abs(c_forward(tool, blob, obs, tmp_path) - mean) <= tol).all()
+
+
 def test_c_decode_matches_python(tools, tmp_path):
     exe, _ = tools
     rng = np.random.default_rng(1)

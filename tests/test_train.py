@@ -25,7 +25,7 @@ NON_DEFAULT = {
     "ray": "local", "ray_workers": 1,  # the run's envs in a Ray env worker (docs/distributed.md)
     "max_episode_steps": 50, "learning_rate": 1e-4, "n_steps": 64, "batch_size": 32,
     "n_epochs": 1, "gamma": 0.98, "gae_lambda": 0.9, "clip_range": 0.3, "ent_coef": 0.01,
-    "log_std_init": -1.0, "curriculum_k": 5, "curriculum_floor": 0.1,
+    "hidden": (32, 16), "log_std_init": -1.0, "curriculum_k": 5, "curriculum_floor": 0.1,
     "main_fixed_share": 0.1, "main_pfsp_share": 0.4, "main_pfsp_pool": "learned",
     "main_pfsp_window": 3, "main_exploiter_share": 0.2, "main_struggle": 0.25,
     "main_selfplay_floor": 0.35, "exploiter_threshold": 0.1, "exploiter_reset_every": 3,

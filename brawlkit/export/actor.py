@@ -36,24 +36,27 @@ from brawlkit.export.bpw import (
     read_bpw,
 )
 
-#: hidden layers of the actor (and the critic), each followed by tanh
+#: hidden layers of the actor (and the critic), each followed by tanh: the default size
+#: (``TrainConfig.hidden`` chooses another; the ``.bpw`` and the C forward take any)
 NET_ARCH: tuple[int, ...] = (64, 64)
 ACTIVATION = "tanh"
 #: key of brawlkit's own entry in an SB3 checkpoint's saved data
 CHECKPOINT_KEY = "brawlkit"
 
 
-def policy_kwargs(log_std_init: float = 0.0) -> dict[str, Any]:
-    """SB3 ``policy_kwargs`` of the network the ``.bpw`` format carries."""
+def policy_kwargs(log_std_init: float = 0.0,
+                  hidden: tuple[int, ...] = NET_ARCH) -> dict[str, Any]:
+    """SB3 ``policy_kwargs`` of the network the ``.bpw`` format carries: ``hidden`` tanh
+    layers for the actor and, separately, the critic."""
     import torch
 
-    return dict(net_arch=dict(pi=list(NET_ARCH), vf=list(NET_ARCH)), activation_fn=torch.nn.Tanh,
+    return dict(net_arch=dict(pi=list(hidden), vf=list(hidden)), activation_fn=torch.nn.Tanh,
                 log_std_init=log_std_init)
 
 
-def network_description() -> dict[str, Any]:
+def network_description(hidden: tuple[int, ...] = NET_ARCH) -> dict[str, Any]:
     """The shape as plain data (run metadata)."""
-    return {"net_arch": {"pi": list(NET_ARCH), "vf": list(NET_ARCH)}, "activation": ACTIVATION}
+    return {"net_arch": {"pi": list(hidden), "vf": list(hidden)}, "activation": ACTIVATION}
 
 
 # ----------------------------------------------------------------- SB3 -> layers

@@ -24,6 +24,8 @@ from brawlkit.league.records import ROLES
 from brawlkit.wire.constants import check_action_repeat
 from brawlkit.wire.cpu_level import CPU_LEVELS
 
+#: the widest hidden layer a run may ask for (a .bpw of 2 x 1024 is ~4.5 MB raw)
+MAX_HIDDEN = 1024
 #: where runs go unless told: ``<runs_root>/<role>/<run>/``
 DEFAULT_RUNS_ROOT = "runs"
 
@@ -69,6 +71,9 @@ class TrainConfig:
                        "with overrides, e.g. 'tiered:win=5,idle_per_s=0.05' (docs/rewards.md)")
     max_episode_steps: int | None = _opt(None, "truncate training episodes after N steps "
                                          "(tiny test runs only)")
+    hidden: tuple[int, ...] = _opt((64, 64), "hidden layer sizes of the actor and the critic "
+                                   "(tanh); the .bpw and brawlpit_bot's C forward take any, its "
+                                   "cost is `bench native --checkpoint`'s")
     # --- PPO (stable-baselines3 names)
     learning_rate: float = _opt(3e-4, "Adam learning rate", aliases=("--lr",))
     n_steps: int = _opt(1024, "rollout length per env (shrunk so a generation holds a rollout)")
@@ -155,6 +160,9 @@ class TrainConfig:
         if not 0 < self.gamma <= 1 or not 0 <= self.gae_lambda <= 1:
             raise ValueError("gamma must be in (0, 1] and gae_lambda in [0, 1]")
         check_action_repeat(self.action_repeat)
+        if not self.hidden or any(h < 1 or h > MAX_HIDDEN for h in self.hidden):
+            raise ValueError(f"hidden must be 1 or more layer sizes in 1..{MAX_HIDDEN}, got "
+                             f"{self.hidden}")
         if any(lv not in CPU_LEVELS for lv in self.eval_levels):
             raise ValueError(f"eval_levels must be CPU levels {CPU_LEVELS[0]}..{CPU_LEVELS[-1]}, "
                              f"got {self.eval_levels}")

@@ -118,7 +118,7 @@ def build_model(cfg: TrainConfig, venv: Any) -> Any:
         "MlpPolicy", venv, learning_rate=cfg.learning_rate, n_steps=cfg.ppo_n_steps(),
         batch_size=cfg.ppo_batch_size(), n_epochs=cfg.n_epochs, gamma=cfg.gamma,
         gae_lambda=cfg.gae_lambda, clip_range=cfg.clip_range, ent_coef=cfg.ent_coef,
-        policy_kwargs=policy_kwargs(cfg.log_std_init), seed=cfg.seed, device="cpu", verbose=0,
+        policy_kwargs=policy_kwargs(cfg.log_std_init, cfg.hidden), seed=cfg.seed, device="cpu", verbose=0,
     )
     stamp_model(model, policy_meta(cfg))
     return model
@@ -297,7 +297,7 @@ class _Generations:
             "created": now_iso(),
             "seed": cfg.seed,
             "config": cfg.to_dict(),
-            "policy": {**network_description(), "obs_dim": int(venv.observation_space.shape[0]),
+            "policy": {**network_description(cfg.hidden), "obs_dim": int(venv.observation_space.shape[0]),
                        "act_dim": int(venv.action_space.shape[0]), **vars(policy_meta(cfg))},
             "reward_config": self.reward_weights,
             "sampler": self.sampler.state_dict(),
