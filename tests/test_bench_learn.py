@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 from helpers import last_json, run_cli
 
-from brawlkit.bench.learn import LearnConfig, opponent_seed, pooled
+from brawlkit.bench.learn import LearnConfig, pooled
 from brawlkit.common.stats import wilson_interval
+from brawlkit.training.evaluate import opponent_seed
 
 TINY = """
 name = "tiny"

@@ -232,3 +232,20 @@ def test_an_exploiters_reset_survives_a_resume(tmp_path):
     assert np.linalg.norm(w1 - wf) < 0.5 * np.linalg.norm(w1 - w0), \
         (np.linalg.norm(w1 - wf), np.linalg.norm(w1 - w0))
     assert meta0["reset_after"] is True  # --exploiter-reset-every 1: every generation resets
+
+
+def test_league_report_judges_mains_newest_generation_on_fresh_matches(small_league):
+    """What ``make train`` ends with: Main's newest generation, deterministic, fresh seeds,
+    an interval per opponent, and the verdict on the last line."""
+    r = run_cli("league", "report", "--league-dir", str(small_league), "--vs", "cpu:1,baseline",
+                "--matches", "3", "--no-progress")
+    assert r.returncode == 0, r.stderr[-2000:]
+    lines = r.stdout.strip().splitlines()
+    newest = max((m for m in LeagueDir(small_league, create=False).members() if m.role == "main"),
+                 key=lambda m: m.generation)
+    assert [ln.split(" vs ")[0].strip() for ln in lines[:2]] == [newest.id] * 2
+    assert "of 3 fresh matches" in lines[0] and "95 %" in lines[0]
+    assert lines[-1].startswith(f"league: main (generation {newest.generation}) beats cpu:1 in ")
+    assert lines[-1].endswith("the 0.80 aim")
+    bad = run_cli("league", "report", "--league-dir", str(small_league.parent / "nope"))
+    assert bad.returncode == 2 and "league report:" in bad.stderr

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 import tomllib
 from dataclasses import dataclass, field
@@ -44,24 +43,16 @@ from typing import Any
 from brawlkit.common.io import atomic_write_json
 from brawlkit.common.paths import repo_root
 from brawlkit.common.stats import wilson_interval
-from brawlkit.common.threads import limit_threads
-from brawlkit.env import BrawlpitEnv
-from brawlkit.env.rewards import OutcomeReward
-from brawlkit.league.opponents import BaselinePolicy
 from brawlkit.league.records import BASELINE_ID, ROLES
 from brawlkit.training import league_run
 from brawlkit.training.checkpoints import list_checkpoints
 from brawlkit.training.config import RunOptions, TrainConfig, config_fields
-from brawlkit.training.evaluate import load_policies, play_episodes
+from brawlkit.training.evaluate import evaluate_shipped, playstyle
 from brawlkit.training.ppo import train
 from brawlkit.wire.cpu_level import CPU_LEVELS, CpuLevel
-from brawlkit.wire.server_process import ServerGroup
 
 #: where recipe files live; ``bench learn NAME`` finds ``configs/learn/NAME.toml``
 CONFIG_DIR = Path("configs") / "learn"
-#: the benchmark's match seeds: far from any seed training or its evaluation uses
-#: (training matches count up from the run's seed, evaluations from 1,000,000)
-EVAL_SEED_BASE = 50_000_000
 DEFAULT_OPPONENTS: tuple[str, ...] = (BASELINE_ID, *(CpuLevel(lv).spec for lv in CPU_LEVELS))
 KINDS = ("curriculum", "league")
 
@@ -218,69 +209,6 @@ def _shipped(run_dir: Path, pick: str) -> Path:
         best = json.loads((run_dir / "best.json").read_text())
         return run_dir / str(best["checkpoint"])
     return run_dir / str(json.loads(list_checkpoints(run_dir)[-1][1].read_text())["checkpoint"])
-
-
-# ---------------------------------------------------------------- evaluation
-def opponent_seed(opponent: str) -> int:
-    """The first match seed against ``opponent``: its own block of fresh seeds."""
-    level = 0 if opponent == BASELINE_ID else CpuLevel.parse(opponent).level
-    return EVAL_SEED_BASE + 100_000 * level
-
-
-def evaluate_shipped(checkpoint: str | Path, opponents: tuple[str, ...], matches: int,
-                     n_envs: int = 2, progress: bool = True) -> dict[str, dict[str, Any]]:
-    """The deterministic policy of ``checkpoint`` against each opponent on ``matches``
-    fresh seeds: win/draw/loss, the win rate's 95 % Wilson interval, the playstyle."""
-    limit_threads()
-    det, _ = load_policies(checkpoint)
-    kw: dict[str, Any] = {"action_repeat": det.meta.action_repeat,
-                          "input_layout": det.meta.input_layout}
-    group = ServerGroup(n_envs)
-    envs = [BrawlpitEnv(opponent=CpuLevel(1).spec, reward=OutcomeReward(),
-                        server=group.server_for(i), **kw) for i in range(n_envs)]
-    bar = _bar(len(opponents), f"eval {Path(checkpoint).name}", progress)
-    out: dict[str, dict[str, Any]] = {}
-    try:
-        for opp in opponents:
-            spec: Any = BaselinePolicy() if opp == BASELINE_ID else opp
-            res = play_episodes(det, spec, matches, opponent_seed(opp), envs=envs)
-            lo, hi = wilson_interval(res["wins"], res["episodes"])
-            out[opp] = {k: res[k] for k in ("episodes", "wins", "draws", "losses", "win_rate",
-                                            "spam_fraction", "press_rate", "mean_ticks")}
-            out[opp]["win_ci"] = [round(lo, 4), round(hi, 4)]
-            if bar is not None:
-                bar.update(1)
-                bar.set_postfix_str(f"{opp} {res['win_rate']:.2f}")
-    finally:
-        if bar is not None:
-            bar.close()
-        for e in envs:
-            e.close()
-        group.close()
-    return out
-
-
-def _bar(total: int, desc: str, enabled: bool) -> Any:
-    if not enabled:
-        return None
-    from tqdm.auto import tqdm  # tqdm.auto: a widget in Jupyter, text in a terminal
-
-    return tqdm(total=total, desc=desc, unit="opponent", file=sys.stderr)
-
-
-def playstyle(ev: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """How the policy plays over all its evaluation matches: each button's share of steps
-    held, the spam fraction, the mean match length in seconds."""
-    n = sum(r["episodes"] for r in ev.values())
-    buttons = next(iter(ev.values()))["press_rate"].keys()
-    return {
-        "press_rate": {b: round(sum(r["press_rate"][b] * r["episodes"] for r in ev.values()) / n,
-                                4) for b in buttons},
-        "spam_fraction": round(sum(r["spam_fraction"] * r["episodes"] for r in ev.values()) / n,
-                               4),
-        "match_seconds": round(sum(r["mean_ticks"] * r["episodes"] for r in ev.values()) / n
-                               / 60.0, 1),
-    }
 
 
 def pooled(per_seed: list[dict[str, Any]], opponents: tuple[str, ...]) -> dict[str, Any]:

@@ -24,8 +24,10 @@ import threading
 import time
 from pathlib import Path
 
+from brawlkit.league.directory import LeagueDir
 from brawlkit.league.records import ROLES
 from brawlkit.training.config import TrainConfig
+from brawlkit.training.evaluate import evaluate_shipped
 from brawlkit.wire.server_process import usable_cores
 
 _GEN = re.compile(r"^gen (\d+): steps (\d+) (.*)$")
@@ -144,6 +146,30 @@ def _generations(train_args: list[str]) -> int | None:
     return TrainConfig().generations
 
 
+def report(league_dir: str, vs: list[str], matches: int, target: float,
+           progress: bool = True) -> str:
+    """Judge Main's newest generation as it ships (the deterministic policy, fresh match
+    seeds, 95 % Wilson intervals); one line per opponent, the last one the verdict on
+    ``vs[0]`` against ``target`` — what ``make train`` ends with."""
+    pool = LeagueDir(league_dir, create=False)
+    mains = [m for m in pool.members() if m.role == "main"]
+    ckpt = pool.checkpoint_path(mains[-1]) if mains else None
+    if ckpt is None:
+        raise FileNotFoundError(f"no generation of main with a checkpoint in {league_dir}")
+    ev = evaluate_shipped(ckpt, tuple(vs), matches, progress=progress)
+    lines = []
+    for opp, r in ev.items():
+        lo, hi = r["win_ci"]
+        lines.append(f"  {mains[-1].id} vs {opp}: won {r['wins']} of {r['episodes']} fresh "
+                     f"matches ({r['win_rate']:.2f}, 95 % {lo:.2f}-{hi:.2f})")
+    head = ev[vs[0]]
+    verdict = "meets" if head["win_rate"] >= target else "does NOT meet"
+    lines.append(f"league: main (generation {mains[-1].generation}) beats {vs[0]} in "
+                 f"{head['win_rate']:.2f} of {matches} fresh matches with its deterministic "
+                 f"policy: {verdict} the {target:.2f} aim")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     train_args: list[str] = []
@@ -159,7 +185,22 @@ def main(argv: list[str] | None = None) -> int:
                    help=f"comma list of roles (default {','.join(ROLES)})")
     r.add_argument("--runs-root", default="runs", help="where each role's run directory goes")
     r.add_argument("--no-progress", action="store_true")
+    rp = sub.add_parser("report", help="judge Main's newest generation on fresh matches")
+    rp.add_argument("--league-dir", required=True)
+    rp.add_argument("--vs", default="cpu:3", help="comma list of opponents; the first one's "
+                    "win rate is the verdict (default cpu:3)")
+    rp.add_argument("--matches", type=int, default=50, help="fresh matches each (default 50)")
+    rp.add_argument("--target", type=float, default=0.8, help="the verdict's aim (default 0.8)")
+    rp.add_argument("--no-progress", action="store_true")
     args = ap.parse_args(argv)
+    if args.cmd == "report":
+        try:
+            print(report(args.league_dir, [x.strip() for x in args.vs.split(",") if x.strip()],
+                         args.matches, args.target, progress=not args.no_progress))
+        except (FileNotFoundError, ValueError) as e:
+            print(f"league report: {e}", file=sys.stderr)
+            return 2
+        return 0
     roles = [x.strip() for x in args.roles.split(",") if x.strip()]
     bad = [x for x in roles if x not in ROLES]
     if bad or not roles:
