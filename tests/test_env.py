@@ -287,3 +287,29 @@ def test_invalid_opponent_and_arguments_say_what_is_wrong() -> None:
         BrawlpitEnv(action_repeat=0)
     with pytest.raises(ValueError, match="mode"):
         BrawlpitEnv(mode="turbo")
+
+
+def test_an_env_idle_past_the_client_timeout_rejoins_on_reset():
+    """An evaluation env sits idle through a whole training generation; a server forgets
+    a client silent for --client-timeout (and answers it nothing). The next reset joins a
+    fresh arena instead of failing with "no answer" (a 20-generation run died of it)."""
+    import time
+
+    from brawlkit.env import BrawlpitEnv
+    from brawlkit.league.opponents import BaselinePolicy
+    from brawlkit.wire.server_process import ServerProcess
+
+    srv = ServerProcess(mode="lockstep", client_timeout=1.0)
+    env = BrawlpitEnv(opponent="cpu:2", server=srv, seed=3)
+    try:
+        for opponent in ("cpu:2", BaselinePolicy()):  # CPU in the arena, then a second client
+            env.reset(seed=5, options={"opponent": opponent})
+            first = env.arena_id
+            env.step(env.action_space.sample())
+            time.sleep(1.6)  # the server drops both clients and reclaims the arena
+            obs, info = env.reset(seed=5, options={"opponent": opponent})
+            assert env.arena_id != first and info["tick"] == 0
+            env.step(env.action_space.sample())
+    finally:
+        env.close()
+        srv.close()

@@ -29,6 +29,7 @@ log tail; lost datagrams in lockstep are recovered by re-sending the
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -43,7 +44,7 @@ from brawlkit.wire import protocol as P
 from brawlkit.wire.constants import MODE_IDS, MODES, C, check_action_repeat, check_input_delay
 from brawlkit.wire.cpu_level import CpuLevel
 from brawlkit.wire.protocol import Snapshot, snapshot_or_none
-from brawlkit.wire.server_process import ServerProcess
+from brawlkit.wire.server_process import DEFAULT_CLIENT_TIMEOUT_S, ServerProcess
 
 Opponent = str | Callable[[np.ndarray], np.ndarray] | None
 
@@ -208,6 +209,7 @@ class BrawlpitEnv(ServerLink, gym.Env[np.ndarray, np.ndarray]):
         self._op_label = "none"
         self._snap: Snapshot | None = None
         self._known_match = -1  # newest match id seen; a RESET must produce another
+        self._last_contact = time.monotonic()  # of the Python path's last answered exchange
         self._sched_me: list[tuple[int, Decoded]] = []
         self._sched_op: list[tuple[int, Decoded]] = []
         self._prev: list[Decoded] = [NEUTRAL, NEUTRAL]  # the command each slot sent last step
@@ -250,6 +252,25 @@ class BrawlpitEnv(ServerLink, gym.Env[np.ndarray, np.ndarray]):
         self.arena_id = w.arena_id
         return client
 
+    def _rejoin_if_forgotten(self) -> None:
+        """Start over in a fresh arena when the server has surely forgotten this env.
+
+        A client silent for the server's ``--client-timeout`` is dropped and its arena
+        reclaimed; anything it sends afterwards is dropped unanswered.  Evaluation envs
+        sit idle through a whole training generation, which on a loaded machine can take
+        longer than that: past half the timeout, the env leaves (BYE, harmless if already
+        forgotten) and joins again, configured as before.  Only an env that creates its
+        own arena can; one that joined someone else's arena keeps it."""
+        if self._me is None or self._arena_op != C.BP_ARENA_CREATE:
+            return
+        timeout = getattr(self.server, "client_timeout", None) or DEFAULT_CLIENT_TIMEOUT_S
+        if time.monotonic() - self._last_contact < 0.5 * timeout:
+            return
+        for client in (self._op, self._me):
+            if client is not None:
+                self._bye(client)
+        self._me = self._op = None  # the next reset joins (and seats the opponent) anew
+
     def _bye(self, client: UdpClient) -> None:
         client.send(P.pack_bye(client.next_seq(), client.session))
         client.close()
@@ -282,6 +303,7 @@ class BrawlpitEnv(ServerLink, gym.Env[np.ndarray, np.ndarray]):
         self._known_match = snap.match_id
         if self._op is not None and playing:  # the opponent client sees the same match start
             self._wait(self._op, first_of_new_match)
+        self._last_contact = time.monotonic()
         return snap
 
     # ------------------------------------------------------------------ gym API
@@ -301,6 +323,7 @@ class BrawlpitEnv(ServerLink, gym.Env[np.ndarray, np.ndarray]):
         else:
             spec = self._default_opponent
         cpu_level, fn, label = parse_opponent(spec)
+        self._rejoin_if_forgotten()
         if self._me is None:
             self._me = self._join(0, self._arena_op, self._arena_id)
         # Seat the opponent: a callable needs a second client in slot 1 of this arena.
@@ -370,6 +393,7 @@ class BrawlpitEnv(ServerLink, gym.Env[np.ndarray, np.ndarray]):
                      ) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         """The gym 5-tuple of the step from ``prev`` to ``cur`` (both paths end here)."""
         self._snap = cur
+        self._last_contact = time.monotonic()
         self._steps += 1
         elapsed = cur.tick - prev.tick
         reward, tiers = self.reward_fn(prev, cur, 0, elapsed, act)

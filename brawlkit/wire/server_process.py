@@ -129,6 +129,8 @@ class ServerProcess:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         self.mode = mode
         self.host = host
+        #: seconds of silence after which the server forgets a client (None: its default)
+        self.client_timeout = client_timeout
         self.binary = Path(binary) if binary else native_path("brawlpit_server")
         if mode != "lockstep":
             spin_us = 0  # the free-running modes never wait for a command
