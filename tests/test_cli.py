@@ -20,7 +20,7 @@ def test_unknown_command_and_bench_target_are_usage_errors() -> None:
     r = brawlkit("frobnicate")
     assert r.returncode == 2 and "unknown command 'frobnicate'" in r.stderr
     r = brawlkit("bench", "gpu")
-    assert r.returncode == 2 and "env|native|train" in r.stderr
+    assert r.returncode == 2 and "env|learn|native|train" in r.stderr
 
 
 @pytest.mark.servers

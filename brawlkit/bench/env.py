@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from brawlkit.common.cli_args import add_json_flag, command_parser
 from brawlkit.env import BrawlpitEnv
 from brawlkit.env.actions import ACT_DIM, decode_action
 from brawlkit.env.brawlpit import step_info
@@ -284,7 +285,7 @@ def run(steps: int = 5000, seed: int = 0, profile: bool = False,
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m brawlkit bench env", description=__doc__,
+    ap = command_parser("bench env", __doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--steps", type=int, default=5000, help="env steps per measurement")
     ap.add_argument("--seed", type=int, default=0)
@@ -293,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
                          "can drain, the server floods it and both slow down")
     ap.add_argument("--profile", action="store_true",
                     help="also print a cProfile of the UDP lockstep loop (before the JSON line)")
-    ap.add_argument("--json", action="store_true", help="one JSON object on the last line")
+    add_json_flag(ap)
     args = ap.parse_args(argv)
     if args.steps < 100:
         ap.error("--steps must be >= 100 for a meaningful rate")

@@ -32,7 +32,6 @@ rerun skips what is already there, so an interrupted benchmark continues.
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 import tomllib
@@ -40,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from brawlkit.common.cli_args import add_json_flag, add_progress_flag, command_parser
 from brawlkit.common.io import atomic_write_json
 from brawlkit.common.paths import repo_root
 from brawlkit.common.stats import wilson_interval
@@ -292,9 +292,7 @@ def _rate(r: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        prog="python -m brawlkit bench learn",
-        description="Train a recipe (configs/learn/NAME.toml) over several seeds and judge the "
+    ap = command_parser("bench learn", "Train a recipe (configs/learn/NAME.toml) over several seeds and judge the "
         "deterministic policy that ships against the baseline and every CPU level on fresh "
         "matches, with 95 % Wilson intervals (docs/benchmarks.md, Learning).")
     ap.add_argument("config", help="a recipe file, or the NAME of configs/learn/NAME.toml")
@@ -302,8 +300,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=None, help="where the runs go (default runs/bench/NAME)")
     ap.add_argument("--matches", type=int, default=None, help="fresh matches per opponent")
     ap.add_argument("--eval-envs", type=int, default=2, help="evaluation envs (default 2)")
-    ap.add_argument("--no-progress", action="store_true")
-    ap.add_argument("--json", action="store_true", help="one JSON object on the last line")
+    add_progress_flag(ap)
+    add_json_flag(ap)
     args = ap.parse_args(argv)
     try:
         cfg = LearnConfig.load(args.config)

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from brawlkit.common.cli_args import add_json_flag, command_parser
 from brawlkit.common.paths import native_path
 from brawlkit.env.dummy import ZeroCostEnv
 from brawlkit.export.actor import NumpyPolicy, actor_layers, load_sb3_policy, torch_actor_mean
@@ -182,17 +183,14 @@ def _print_table(out: dict[str, Any], dims: list[int]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m brawlkit bench native [--checkpoint CKPT.zip] [--calls N] [--json]``."""
-    import argparse
 
-    ap = argparse.ArgumentParser(
-        prog="python -m brawlkit bench native",
-        description="C forward pass ns/call against torch and numpy on the same weights, "
+    ap = command_parser("bench native", "C forward pass ns/call against torch and numpy on the same weights, "
                     "with the arithmetic limit of the MLP for scale.",
     )
     ap.add_argument("--checkpoint", default=None,
                     help="SB3 checkpoint whose actor to time (default: a freshly built one)")
     ap.add_argument("--calls", type=int, default=200_000, help="C forward calls to time")
-    ap.add_argument("--json", action="store_true", help="one JSON object on the last line")
+    add_json_flag(ap)
     args = ap.parse_args(argv)
     if args.calls < 1000:
         ap.error("--calls must be >= 1000 for a stable figure")

@@ -31,6 +31,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from brawlkit.common.cli_args import add_json_flag, command_parser
 from brawlkit.common.threads import limit_threads
 from brawlkit.distributed.cluster import RayConnection
 from brawlkit.distributed.ray_vecenv import RayVecEnv
@@ -211,7 +212,7 @@ def run_ray(steps: int = 4096, n_envs: int = 16, address: str = "local", workers
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m brawlkit bench train", description=__doc__,
+    ap = command_parser("bench train", __doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--steps", type=int, default=4096, help="measured env steps per configuration")
     ap.add_argument("--n-envs", default="1,2,4,8",
@@ -227,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=2,
                     help="alternate the compared runs this many times and keep the best of each "
                     "(default 2)")
-    ap.add_argument("--json", action="store_true", help="one JSON object on the last stdout line")
+    add_json_flag(ap)
     args = ap.parse_args(argv)
     if args.ray is not None:
         r = run_ray(args.steps, args.ray_n_envs, args.ray, args.ray_workers, args.repeats)

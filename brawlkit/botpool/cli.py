@@ -10,14 +10,13 @@ from pathlib import Path
 
 from brawlkit.botpool.engine import BotPool
 from brawlkit.botpool.options import Options
+from brawlkit.common.cli_args import command_parser
 from brawlkit.league.directory import LeagueDir
 from brawlkit.registry.client import RegistryClient, RegistryError, RegistryUnavailable
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
-        prog="python -m brawlkit botpool",
-        description="Run native brawlpit_bot matches between every checkpoint with a .bpw "
+    ap = command_parser("botpool", "Run native brawlpit_bot matches between every checkpoint with a .bpw "
         "(all generations and roles) on a local server, record each result (league match log "
         "and/or registry) so Elo keeps moving, and keep bots waiting for humans on a realtime "
         "server. Failed matches are void, never results. docs/botpool.md.")

@@ -8,12 +8,12 @@ plays it at the cadence it learned without being told.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
 from typing import Any
 
+from brawlkit.common.cli_args import add_json_flag, command_parser
 from brawlkit.common.io import atomic_write_bytes
 from brawlkit.export.actor import actor_layers, load_checkpoint
 from brawlkit.export.bpw import (
@@ -57,9 +57,7 @@ def export_checkpoint(
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        prog="python -m brawlkit export",
-        description="Export the actor of an SB3 PPO checkpoint to a .bpw blob (docs/bpw.md) "
+    ap = command_parser("export", "Export the actor of an SB3 PPO checkpoint to a .bpw blob (docs/bpw.md) "
                     "that native/build/brawlpit_bot loads.",
     )
     ap.add_argument("checkpoint", help="SB3 PPO checkpoint zip (from `brawlkit train`)")
@@ -67,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--compress", choices=COMPRESS_CHOICES, default="none",
                     help="on-disk encoding: none (raw), lz4, shuffle (byte-shuffle + LZ4), "
                          "or auto (the smallest; raw when neither helps). The C loader reads all.")
-    ap.add_argument("--json", action="store_true", help="one JSON object on the last line")
+    add_json_flag(ap)
     args = ap.parse_args(argv)
     if not Path(args.checkpoint).is_file():
         ap.error(f"checkpoint {args.checkpoint} does not exist")

@@ -18,6 +18,7 @@ import sys
 import time
 from typing import Any
 
+from brawlkit.common.cli_args import command_parser
 from brawlkit.play.net import KEEPALIVE_S, SILENCE_S, PlayClient, PlayError, parse_server
 from brawlkit.play.rating_board import RatingBoard
 from brawlkit.registry.client import ENV_PLAYER_KEY, RegistryClient, RegistryError
@@ -31,9 +32,7 @@ NOTE_S = 4.0
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m brawlkit play",
-        description="Play BRAWLPIT against a bot, a player or the built-in CPU in a window "
+    p = command_parser("play", "Play BRAWLPIT against a bot, a player or the built-in CPU in a window "
                     "(realtime arena; keyboard or gamepad), or watch an arena. docs/play.md",
         epilog="keys: arrows/WASD stick (Ctrl: walk), Space/J jump, K/X attack, L/C special, "
                "Shift/; shield, R play again, Esc quit. Prints one JSON line of counters at exit.")

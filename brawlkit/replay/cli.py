@@ -12,6 +12,7 @@ import argparse
 import json
 import sys
 
+from brawlkit.common.cli_args import add_json_flag, add_progress_flag, command_parser
 from brawlkit.replay.format import read_replay, result_text
 from brawlkit.replay.play import ReplayMismatch, verify
 from brawlkit.replay.render import (
@@ -25,9 +26,7 @@ from brawlkit.replay.render import (
 
 def _parser() -> argparse.ArgumentParser:
 
-    p = argparse.ArgumentParser(
-        prog="python -m brawlkit replay",
-        description="Verify a .bpr replay bit for bit by re-simulating it, and render it "
+    p = command_parser("replay", "Verify a .bpr replay bit for bit by re-simulating it, and render it "
                     "to a GIF or MP4 (docs/replays.md).")
     p.add_argument("file", help="the .bpr file (brawlpit_server --record DIR writes them)")
     p.add_argument("--out", help="render to this .gif or .mp4 (mp4 needs ffmpeg on PATH)")
@@ -41,8 +40,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="re-simulate and compare the final hash and players first (default on; "
                         "--no-verify renders a replay that does not reproduce, e.g. from another "
                         "simulation build)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--json", action="store_true", help="one JSON object on the last line")
+    add_progress_flag(p)
+    add_json_flag(p)
     return p
 
 

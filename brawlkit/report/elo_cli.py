@@ -11,20 +11,18 @@ docs/ratings.md documents the formulas and the JSON.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import sys
 from pathlib import Path
 
+from brawlkit.common.cli_args import add_json_flag, command_parser
 from brawlkit.league.directory import LeagueDir
 from brawlkit.league.ratings import format_table, league_table
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        prog="python -m brawlkit elo",
-        description="The league's ratings, recomputed from the league directory's match log "
+    ap = command_parser("elo", "The league's ratings, recomputed from the league directory's match log "
         "on every run (nothing is stored, so they survive any restart): the live Elo replayed "
         "match by match in the log's order, and the order-independent Bradley-Terry strength "
         "with a bootstrap 95 % interval. One row per member (the permanent baseline and "
@@ -37,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bootstrap", type=int, default=200,
                     help="Bradley-Terry bootstrap resamples for the interval; 0 = none (default 200)")
     ap.add_argument("--seed", type=int, default=0, help="seed of the bootstrap resampling (default 0)")
-    ap.add_argument("--json", action="store_true", help="print one JSON object on the last stdout line")
+    add_json_flag(ap)
     args = ap.parse_args(argv)
     if not (math.isfinite(args.k) and args.k >= 0):
         ap.error(f"--k must be a finite number >= 0, got {args.k}")

@@ -21,7 +21,6 @@ C tool comes from the native build (``make build``).
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -37,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from brawlkit.common.cli_args import command_parser
 from brawlkit.common.paths import native_path
 from brawlkit.env.observation import (
     INPUT_LAYOUTS,
@@ -375,9 +375,7 @@ def format_table(result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        prog="python -m brawlkit parity",
-        description="C vs Python policy-input parity (docs/observation.md): the 31-value "
+    ap = command_parser("parity", "C vs Python policy-input parity (docs/observation.md): the 31-value "
                     "observation (layout 1) and every other policy input layout")
     ap.add_argument("--states", type=int, default=10000, help="states per layout")
     ap.add_argument("--seed", type=int, default=0)

@@ -7,15 +7,14 @@ import argparse
 import json
 import sys
 
+from brawlkit.common.cli_args import add_json_flag, add_progress_flag, command_parser
 from brawlkit.registry.client import RegistryError
 from brawlkit.training.checkpoints import DEFAULT_RUNS_ROOT
 from brawlkit.training.config import RunOptions, add_config_arguments, config_from_args
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
-        prog="python -m brawlkit train",
-        description="Train one league role with SB3 PPO over real UDP packets, against the "
+    ap = command_parser("train", "Train one league role with SB3 PPO over real UDP packets, against the "
         "built-in CPU curriculum or, with --league-dir, against the league's pool; writes "
         "runs/<role>/<run>/gen_XXXX.zip + .json, progress CSV and TensorBoard logs.",
     )
@@ -44,8 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
                      "and BRAWLKIT_AGENT_SECRET")
     run.add_argument("--location", default=None,
                      help="this machine's name in the registry (default: the host name)")
-    run.add_argument("--no-progress", action="store_true", help="no progress bar")
-    run.add_argument("--json", action="store_true", help="print the result as JSON on the last line")
+    add_progress_flag(run)
+    add_json_flag(run)
     return ap
 
 

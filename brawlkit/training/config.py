@@ -282,7 +282,7 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
         default = getattr(defaults, f.name)
         shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
         group.add_argument(*flags, dest=f.name, type=_parse(tp), default=default,
-                           help=f"{meta.pop('help')} (default: {shown})", **meta)
+                           help=f"{meta.pop('help')} (default: {shown})".replace("%", "%%"), **meta)
 
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:

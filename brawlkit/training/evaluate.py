@@ -13,7 +13,6 @@ episode with its own fixed match seed, so an evaluation is reproducible.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections.abc import Callable, Sequence
@@ -22,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from brawlkit.common.cli_args import add_json_flag, command_parser
 from brawlkit.common.stats import wilson_interval
 from brawlkit.common.threads import limit_threads
 from brawlkit.env import BrawlpitEnv
@@ -278,9 +278,7 @@ def playstyle(ev: dict[str, dict[str, Any]]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        prog="python -m brawlkit eval",
-        description="Play a PPO checkpoint against an opponent at the action repeat and input "
+    ap = command_parser("eval", "Play a PPO checkpoint against an opponent at the action repeat and input "
         "layout it was trained with, and print the win / draw / loss rates of its deterministic "
         "policy (the clipped Gaussian mean: what export and brawlpit_bot ship) and of its "
         "sampled policy (what PPO trained with), side by side.",
@@ -292,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--episodes", type=int, default=10, help="matches to play (default 10)")
     ap.add_argument("--seed", type=int, default=0, help="match seed of episode 0; episode j uses seed+j")
     ap.add_argument("--n-envs", type=int, default=2, help="servers played in parallel (default 2)")
-    ap.add_argument("--json", action="store_true", help="print one JSON object on the last stdout line")
+    add_json_flag(ap)
     args = ap.parse_args(argv)
     if not Path(args.checkpoint).is_file():
         print(f"eval: checkpoint {args.checkpoint} not found", file=sys.stderr)

@@ -24,6 +24,7 @@ import threading
 import time
 from pathlib import Path
 
+from brawlkit.common.cli_args import add_progress_flag, command_parser
 from brawlkit.league.directory import LeagueDir
 from brawlkit.league.records import ROLES
 from brawlkit.training.config import TrainConfig
@@ -176,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     if "--" in argv:
         k = argv.index("--")
         argv, train_args = argv[:k], argv[k + 1:]
-    ap = argparse.ArgumentParser(prog="python -m brawlkit league", description=__doc__,
+    ap = command_parser("league", __doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="train every role concurrently on one league directory")
@@ -184,14 +185,14 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--roles", default=",".join(ROLES),
                    help=f"comma list of roles (default {','.join(ROLES)})")
     r.add_argument("--runs-root", default="runs", help="where each role's run directory goes")
-    r.add_argument("--no-progress", action="store_true")
+    add_progress_flag(r)
     rp = sub.add_parser("report", help="judge Main's newest generation on fresh matches")
     rp.add_argument("--league-dir", required=True)
     rp.add_argument("--vs", default="cpu:3", help="comma list of opponents; the first one's "
                     "win rate is the verdict (default cpu:3)")
     rp.add_argument("--matches", type=int, default=50, help="fresh matches each (default 50)")
     rp.add_argument("--target", type=float, default=0.8, help="the verdict's aim (default 0.8)")
-    rp.add_argument("--no-progress", action="store_true")
+    add_progress_flag(rp)
     args = ap.parse_args(argv)
     if args.cmd == "report":
         try:
