@@ -149,3 +149,47 @@ def test_ident_and_peer_pack_and_parse() -> None:
     spect = P.parse_payload(P.pack_hello(0, C.BP_SLOT_SPECTATE, 3, arena_op=C.BP_ARENA_JOIN,
                                          arena_id=12), P.NetHello)
     assert (spect.want_slot, spect.arena_op, spect.arena_id) == (254, C.BP_ARENA_JOIN, 12)
+
+
+def test_struct_layouts_are_read_from_the_header_not_retyped(tmp_path):
+    """The mirrors' fields come from the header's typedefs (brawlkit/wire/header.py):
+    packed or natural alignment, nested structs, pointers, arrays sized by literals,
+    defines and sizeof; anything outside that subset is refused naming file and line."""
+    import ctypes
+
+    from brawlkit.wire.header import read_structs, struct_size
+    from brawlkit.wire.mirrors import mirror
+
+    h = tmp_path / "t.h"
+    h.write_text("#define N_X 3\n#pragma pack(push, 1)\ntypedef struct {\n  uint8_t a;\n"
+                 "  uint32_t b; /* a comment; with a semicolon */\n} Packed;\n"
+                 "#pragma pack(pop)\ntypedef struct {\n  uint8_t a;\n  float x, y[N_X];\n"
+                 "  Packed p;\n  void *ptr;\n  uint8_t raw[sizeof(Packed) + 2];\n} Natural;\n")
+    decls = read_structs(h)
+    assert decls["Packed"].packed and not decls["Natural"].packed
+    assert [(f.name, f.ctype, f.count) for f in decls["Natural"].fields] == [
+        ("a", "uint8_t", None), ("x", "float", None), ("y", "float", 3), ("p", "Packed", None),
+        ("ptr", "*", None), ("raw", "uint8_t", 7)]
+
+    class Packed(ctypes.LittleEndianStructure):
+        _pack_ = 1
+        _fields_ = [("a", ctypes.c_uint8), ("b", ctypes.c_uint32)]
+
+    class Natural(ctypes.Structure):
+        _fields_ = [("a", ctypes.c_uint8), ("x", ctypes.c_float), ("y", ctypes.c_float * 3),
+                    ("p", Packed), ("ptr", ctypes.c_void_p), ("raw", ctypes.c_uint8 * 7)]
+
+    assert struct_size(decls["Packed"], decls) == ctypes.sizeof(Packed) == 5
+    assert struct_size(decls["Natural"], decls) == ctypes.sizeof(Natural)
+    for bad in ("unsigned long n;", "int bits : 3;", "struct Other o;", "char s[LEN];"):
+        h.write_text(f"typedef struct {{\n  {bad}\n}} Bad;\n")
+        with pytest.raises(ValueError, match=r"t\.h:1"):
+            read_structs(h)
+    with pytest.raises(ValueError, match="no 'typedef struct"):
+        mirror("NoSuchStruct")(type("X", (ctypes.Structure,), {}))
+    # the real mirrors: every one is the header's declaration, field for field
+    from brawlkit.wire.mirrors import declarations
+
+    for cls in (P.NetHeader, P.SnapshotPacket, P.NetPeer):
+        assert [n for n, *_ in cls._fields_] == [f.name for f in declarations()[cls.__name__]
+                                                 .fields]

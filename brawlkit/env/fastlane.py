@@ -37,6 +37,7 @@ from brawlkit.env.brawlpit import BrawlpitEnv
 from brawlkit.env.observation import INPUT_LAYOUTS
 from brawlkit.env.udp_client import RESEND_S
 from brawlkit.wire import protocol as P
+from brawlkit.wire.mirrors import mirror
 from brawlkit.wire.protocol import SNAPSHOT_SIZE, Snapshot
 
 #: how long one lane call waits for answers before Python's loop takes over (µs): the
@@ -47,32 +48,15 @@ BPV_DONE, BPV_PENDING, BPV_ERR_RECV, BPV_IDLE = 0, 1, 2, 3
 CMD_SIZE = ctypes.sizeof(P.NetHeader) + ctypes.sizeof(P.UserCmd)
 
 
+@mirror("BpCommand", "src/obs.h")
 class BpCommand(ctypes.Structure):
-    _fields_ = [("stick_x", ctypes.c_float), ("stick_y", ctypes.c_float),
-                ("buttons", ctypes.c_uint32)]
+    """The command a player sent last step, as input layout 2 feeds it back (obs.h)."""
 
 
+@mirror("BpvClient", "src/obs.h", "src/vecstep.h")
 class BpvClient(ctypes.Structure):
-    """Mirror of ``BpvClient`` (native/src/vecstep.h; natural alignment, not packed —
-    :func:`lib` checks the size, a test every offset)."""
-
-    _fields_ = [
-        ("active", ctypes.c_int32),
-        ("fd", ctypes.c_int32),
-        ("session", ctypes.c_uint32),
-        ("slot", ctypes.c_int32),
-        ("seq", ctypes.c_uint32),
-        ("cmd_seq", ctypes.c_uint32),
-        ("match_id", ctypes.c_uint32),
-        ("tick", ctypes.c_uint32),
-        ("target", ctypes.c_uint32),
-        ("status", ctypes.c_int32),
-        ("err", ctypes.c_int32),
-        ("skipped", ctypes.c_uint32),
-        ("cmd", BpCommand),
-        ("cmd_pkt", ctypes.c_uint8 * CMD_SIZE),
-        ("snap", ctypes.c_uint8 * SNAPSHOT_SIZE),
-    ]
+    """One lane client's state (native/src/vecstep.h; natural alignment, not packed —
+    :func:`lib` checks the size against C's, a test every offset)."""
 
 
 @lru_cache(maxsize=1)

@@ -35,6 +35,7 @@ import numpy as np
 
 from brawlkit.common.io import atomic_write_bytes
 from brawlkit.wire.constants import MODE_IDS, C
+from brawlkit.wire.mirrors import mirror
 from brawlkit.wire.protocol import NetPlayer, PlayerState
 
 _LE = ctypes.LittleEndianStructure
@@ -47,40 +48,14 @@ REPLAY_VERSION: int = int(C.BP_REPLAY_VERSION)
 NAME_LEN: int = int(C.BP_NAME_LEN)
 
 
+@mirror("BpReplayHeader")
 class BpReplayHeader(_LE):
-    _pack_ = 1
-    _fields_ = [
-        ("magic", ctypes.c_char * 4),
-        ("version", ctypes.c_uint16),
-        ("header_size", ctypes.c_uint16),
-        ("seed", ctypes.c_uint32),
-        ("match_id", ctypes.c_uint32),
-        ("arena_id", ctypes.c_uint32),
-        ("mode", ctypes.c_uint8),
-        ("cpu_level", ctypes.c_uint8),
-        ("complete", ctypes.c_uint8),
-        ("winner", ctypes.c_uint8),
-        ("n_ticks", ctypes.c_uint32),
-        ("final_hash", ctypes.c_uint64),
-        ("start_unix_ms", ctypes.c_uint64),
-        ("name0", ctypes.c_char * NAME_LEN),
-        ("name1", ctypes.c_char * NAME_LEN),
-        ("n_runs", ctypes.c_uint32),
-        ("reserved", ctypes.c_uint8 * 16),
-    ]
+    """A ``.bpr`` file's 128-byte header (native/include/brawlpit.h)."""
 
 
+@mirror("BpReplayRun")
 class BpReplayRun(_LE):
-    _pack_ = 1
-    _fields_ = [
-        ("count", ctypes.c_uint32),
-        ("sx0", ctypes.c_float),
-        ("sy0", ctypes.c_float),
-        ("buttons0", ctypes.c_uint32),
-        ("sx1", ctypes.c_float),
-        ("sy1", ctypes.c_float),
-        ("buttons1", ctypes.c_uint32),
-    ]
+    """``count`` consecutive ticks with the same inputs of both slots."""
 
 
 HEADER_SIZE = ctypes.sizeof(BpReplayHeader)

@@ -69,3 +69,138 @@ def read_defines(path: str | Path) -> dict[str, Define]:
             value, is_f32 = _literal(raw)
             out[m.group(1)] = Define(m.group(1), raw, lineno, value, is_f32)
     return out
+
+
+# ----------------------------------------------------------------- struct layouts
+#: C scalar types the headers use in their structs, as ctypes types' names
+SCALARS = {
+    "uint8_t": "c_uint8", "int8_t": "c_int8", "uint16_t": "c_uint16", "int16_t": "c_int16",
+    "uint32_t": "c_uint32", "int32_t": "c_int32", "uint64_t": "c_uint64", "int64_t": "c_int64",
+    "float": "c_float", "double": "c_double", "char": "c_char", "size_t": "c_size_t",
+    "int": "c_int",
+}
+_TYPEDEF = re.compile(r"typedef\s+struct\s*(?:\w+\s*)?\{(?P<body>[^{}]*)\}\s*(?P<name>\w+)\s*;")
+_COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
+_MEMBER = re.compile(r"^(?P<type>(?:const\s+)?\w+)\s+(?P<decls>[^;]+)$")
+_DECL = re.compile(r"^(?P<ptr>\*?)\s*(?P<name>\w+)\s*(?:\[(?P<dim>[^\]]+)\])?$")
+
+
+@dataclass(frozen=True)
+class Field:
+    """One member of a C struct: its name, C type (a scalar of :data:`SCALARS`, another
+    struct's name, or ``"*"`` for any pointer) and, for an array, its length."""
+
+    name: str
+    ctype: str
+    count: int | None = None
+
+
+@dataclass(frozen=True)
+class StructDecl:
+    """A ``typedef struct { ... } Name;`` of a header, in declaration order; ``packed``
+    when it lies inside ``#pragma pack(push, 1)`` ... ``#pragma pack(pop)``."""
+
+    name: str
+    fields: tuple[Field, ...]
+    packed: bool
+    line: int
+
+
+def read_structs(*paths: str | Path) -> dict[str, StructDecl]:
+    """Every struct typedef of ``paths`` (read in order, so a later header may use an
+    earlier one's structs and defines in its array sizes), by name.
+
+    The headers keep their structs in the plain subset this reads — one or more
+    declarators per member line, scalar or struct or pointer types, array sizes that
+    are sums of literals, ``BP_*`` defines and ``sizeof(Struct)`` — and a struct that
+    leaves it is a ``ValueError`` naming the file and line, so the Python mirrors can
+    never silently drift from C (the layouts are also checked against a compiled C
+    offset printer by the tests)."""
+    structs: dict[str, StructDecl] = {}
+    consts: dict[str, int] = {}
+    for path in paths:
+        text = Path(path).read_text(encoding="utf-8")
+        consts.update({n: int(d.value) for n, d in read_defines(path).items()
+                       if isinstance(d.value, int)})
+        for m in _TYPEDEF.finditer(text):
+            line = text.count("\n", 0, m.start()) + 1
+            before = text[:m.start()]
+            packed = before.rfind("#pragma pack(push, 1)") > before.rfind("#pragma pack(pop)")
+            fields = _members(m["body"], structs, consts, f"{path}:{line}")
+            structs[m["name"]] = StructDecl(m["name"], fields, packed, line)
+    return structs
+
+
+def _members(body: str, structs: dict[str, StructDecl], consts: dict[str, int],
+             where: str) -> tuple[Field, ...]:
+    out: list[Field] = []
+    for raw in _COMMENT.sub("", body).split(";"):
+        stmt = " ".join(raw.split())
+        if not stmt:
+            continue
+        m = _MEMBER.match(stmt)
+        if m is None:
+            raise ValueError(f"{where}: struct member {stmt!r} is outside the subset "
+                             "brawlkit reads (type name[, name][N];)")
+        ctype = m["type"].replace("const ", "")
+        for decl in m["decls"].split(","):
+            d = _DECL.match(decl.strip())
+            if d is None or (not d["ptr"] and ctype not in SCALARS and ctype not in structs):
+                raise ValueError(f"{where}: cannot read member {decl.strip()!r} of type "
+                                 f"{ctype!r}")
+            count = _dim(d["dim"], structs, consts, where) if d["dim"] else None
+            out.append(Field(d["name"], "*" if d["ptr"] else ctype, count))
+    return tuple(out)
+
+
+def _dim(expr: str, structs: dict[str, StructDecl], consts: dict[str, int], where: str) -> int:
+    """An array size: a sum of integer literals, defines and ``sizeof(Struct)``."""
+    total = 0
+    for term in (t.strip() for t in expr.split("+")):
+        s = re.fullmatch(r"sizeof\s*\(\s*(\w+)\s*\)", term)
+        if s and s[1] in structs:
+            total += struct_size(structs[s[1]], structs)
+        elif term in consts:
+            total += consts[term]
+        elif _INT.match(term):
+            total += int(term.rstrip("uUlL"), 0)
+        else:
+            raise ValueError(f"{where}: array size term {term!r} is not a literal, a define "
+                             "or sizeof(a struct read before)")
+    return total
+
+
+_SCALAR_BYTES = {"c_uint8": 1, "c_int8": 1, "c_char": 1, "c_uint16": 2, "c_int16": 2,
+                 "c_uint32": 4, "c_int32": 4, "c_float": 4, "c_int": 4, "c_uint64": 8,
+                 "c_int64": 8, "c_double": 8, "c_size_t": 8}
+
+
+def struct_size(decl: StructDecl, structs: dict[str, StructDecl]) -> int:
+    """``sizeof`` of a struct with C's alignment rules (none when packed), on LP64."""
+    size, align = 0, 1
+    for f in decl.fields:
+        if f.ctype == "*":
+            fsize = falign = 8
+        elif f.ctype in structs:
+            inner = structs[f.ctype]
+            fsize, falign = struct_size(inner, structs), _alignment(inner, structs)
+        else:
+            fsize = falign = _SCALAR_BYTES[SCALARS[f.ctype]]
+        falign = 1 if decl.packed else falign
+        size = -(-size // falign) * falign + fsize * (f.count or 1)
+        align = max(align, falign)
+    return -(-size // align) * align
+
+
+def _alignment(decl: StructDecl, structs: dict[str, StructDecl]) -> int:
+    if decl.packed:
+        return 1
+    out = 1
+    for f in decl.fields:
+        if f.ctype == "*":
+            out = max(out, 8)
+        elif f.ctype in structs:
+            out = max(out, _alignment(structs[f.ctype], structs))
+        else:
+            out = max(out, _SCALAR_BYTES[SCALARS[f.ctype]])
+    return out

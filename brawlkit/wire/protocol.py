@@ -24,152 +24,69 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple, TypeVar
 
 from brawlkit.wire.constants import C
+from brawlkit.wire.mirrors import mirror
 
 _LE = ctypes.LittleEndianStructure
 
 
+@mirror("NetHeader")
 class NetHeader(_LE):
-    _pack_ = 1
-    _fields_ = [
-        ("magic", ctypes.c_uint16),
-        ("version", ctypes.c_uint8),
-        ("type", ctypes.c_uint8),
-        ("seq", ctypes.c_uint32),
-        ("tick", ctypes.c_uint32),
-    ]
+    """The 12 bytes every datagram starts with: magic, version, type, seq, tick."""
 
 
+@mirror("UserCmd")
 class UserCmd(_LE):
-    _pack_ = 1
-    _fields_ = [
-        ("session", ctypes.c_uint32),
-        ("tick", ctypes.c_uint32),
-        ("cmd_seq", ctypes.c_uint32),
-        ("stick_x", ctypes.c_float),
-        ("stick_y", ctypes.c_float),
-        ("buttons", ctypes.c_uint32),
-        ("slot", ctypes.c_uint8),
-        ("repeat", ctypes.c_uint8),
-        ("reserved", ctypes.c_uint16),
-    ]
+    """A client's command: stick, buttons, the tick it starts at and how many it covers."""
 
 
+@mirror("NetPlayer")
 class NetPlayer(_LE):
-    _pack_ = 1
-    _fields_ = [
-        ("x", ctypes.c_float),
-        ("y", ctypes.c_float),
-        ("vx", ctypes.c_float),
-        ("vy", ctypes.c_float),
-        ("damage", ctypes.c_float),
-        ("shield", ctypes.c_float),
-        ("stocks", ctypes.c_uint8),
-        ("facing", ctypes.c_int8),
-        ("flags", ctypes.c_uint8),
-        ("action_state", ctypes.c_uint8),
-        ("hitstun_ticks", ctypes.c_uint16),
-        ("jumps_left", ctypes.c_uint8),
-        ("slot", ctypes.c_uint8),
-    ]
+    """One fighter as a SNAPSHOT carries it (what the observation is built from)."""
 
 
+@mirror("MatchState")
 class MatchState(_LE):
-    _pack_ = 1
-    _fields_ = [
-        ("match_id", ctypes.c_uint32),
-        ("ticks_left", ctypes.c_uint32),
-        ("phase", ctypes.c_uint8),
-        ("winner", ctypes.c_uint8),
-        ("n_players", ctypes.c_uint8),
-        ("mode", ctypes.c_uint8),
-        ("ack_cmd_seq", ctypes.c_uint32),
-    ]
+    """The match part of a SNAPSHOT: id, clock, phase, winner, mode, acked command."""
 
 
+@mirror("SnapshotPacket")
 class SnapshotPacket(_LE):
-    _pack_ = 1
-    _fields_ = [
-        ("hdr", NetHeader),
-        ("match", MatchState),
-        ("players", NetPlayer * 2),
-    ]
+    """A whole SNAPSHOT datagram: header, match state, both fighters."""
 
 
+@mirror("NetHello")
 class NetHello(_LE):
-    _pack_ = 1
-    _fields_ = [
-        ("want_slot", ctypes.c_uint8),
-        ("arena_op", ctypes.c_uint8),
-        ("mode", ctypes.c_uint8),
-        ("cpu_level", ctypes.c_uint8),
-        ("nonce", ctypes.c_uint32),
-        ("arena_id", ctypes.c_uint32),
-        ("seed", ctypes.c_uint32),
-        ("speed", ctypes.c_float),
-    ]
+    """HELLO: the slot wanted, which arena (create, join, any) and its settings."""
 
 
+@mirror("NetWelcome")
 class NetWelcome(_LE):
-    _pack_ = 1
-    _fields_ = [
-        ("session", ctypes.c_uint32),
-        ("nonce", ctypes.c_uint32),
-        ("match_id", ctypes.c_uint32),
-        ("arena_id", ctypes.c_uint32),
-        ("slot", ctypes.c_uint8),
-        ("mode", ctypes.c_uint8),
-        ("cpu_level", ctypes.c_uint8),
-        ("stocks", ctypes.c_uint8),
-        ("tick_hz", ctypes.c_uint16),
-        ("reserved", ctypes.c_uint16),
-        ("match_ticks", ctypes.c_uint32),
-    ]
+    """WELCOME: the session token, slot, arena and match the server gave."""
 
 
+@mirror("NetBye")
 class NetBye(_LE):
-    _pack_ = 1
-    _fields_ = [("session", ctypes.c_uint32)]
+    """BYE: leave the arena."""
 
 
+@mirror("NetReset")
 class NetReset(_LE):
-    _pack_ = 1
-    _fields_ = [
-        ("session", ctypes.c_uint32),
-        ("seed", ctypes.c_uint32),
-        ("nonce", ctypes.c_uint32),
-        ("cpu_level", ctypes.c_uint8),
-        ("reserved", ctypes.c_uint8 * 3),
-    ]
+    """RESET: a fresh match in the sender's arena (a repeated nonce is applied once)."""
 
 
+@mirror("NetError")
 class NetError(_LE):
-    _pack_ = 1
-    _fields_ = [
-        ("code", ctypes.c_uint16),
-        ("reserved", ctypes.c_uint16),
-        ("text", ctypes.c_char * int(C.BP_ERROR_TEXT_LEN)),
-    ]
+    """ERROR: a code and a NUL-padded text."""
 
 
+@mirror("NetIdent")
 class NetIdent(_LE):
-    _pack_ = 1
-    _fields_ = [
-        ("session", ctypes.c_uint32),
-        ("name", ctypes.c_char * int(C.BP_NAME_LEN)),
-        ("ticket", ctypes.c_char * int(C.BP_TICKET_LEN)),
-    ]
+    """IDENT: a client's name and its player ticket."""
 
 
+@mirror("NetPeer")
 class NetPeer(_LE):
-    _pack_ = 1
-    _fields_ = [
-        ("arena_id", ctypes.c_uint32),
-        ("slot", ctypes.c_uint8),
-        ("kind", ctypes.c_uint8),
-        ("reserved", ctypes.c_uint16),
-        ("name", ctypes.c_char * int(C.BP_NAME_LEN)),
-        ("ticket", ctypes.c_char * int(C.BP_TICKET_LEN)),
-    ]
+    """PEER: who holds a slot of the arena (kind, name, ticket)."""
 
 
 # Sizes fixed by the protocol (docs/protocol.md) and by the header's payload table.

@@ -15,12 +15,13 @@ from functools import lru_cache
 
 from brawlkit.common.paths import native_path
 from brawlkit.wire.constants import C
+from brawlkit.wire.mirrors import mirror
 from brawlkit.wire.protocol import NetPlayer
 
 
+@mirror("BpInput", "src/sim.h")
 class BpInput(ctypes.Structure):
-    _fields_ = [("stick_x", ctypes.c_float), ("stick_y", ctypes.c_float),
-                ("buttons", ctypes.c_uint32)]
+    """One tick of one controller as the simulation takes it (sim.h)."""
 
 
 @lru_cache(maxsize=1)
