@@ -428,19 +428,21 @@ typedef struct {
 
 #pragma pack(pop)
 
-_Static_assert(sizeof(NetHeader) == 12, "NetHeader must be 12 bytes");
-_Static_assert(sizeof(UserCmd) == 28, "UserCmd must be 28 bytes");
-_Static_assert(sizeof(NetPlayer) == 32, "NetPlayer must be 32 bytes");
-_Static_assert(sizeof(MatchState) == 16, "MatchState must be 16 bytes");
-_Static_assert(sizeof(SnapshotPacket) == 92, "SNAPSHOT must be 92 bytes");
-_Static_assert(sizeof(NetHello) == 20, "NetHello must be 20 bytes");
-_Static_assert(sizeof(NetWelcome) == 28, "NetWelcome must be 28 bytes");
-_Static_assert(sizeof(NetBye) == 4, "NetBye must be 4 bytes");
-_Static_assert(sizeof(NetReset) == 16, "NetReset must be 16 bytes");
-_Static_assert(sizeof(NetError) == 40, "NetError must be 40 bytes");
-_Static_assert(sizeof(NetIdent) == 228, "NetIdent must be 228 bytes");
-_Static_assert(sizeof(NetPeer) == 232, "NetPeer must be 232 bytes");
-_Static_assert(sizeof(BpReplayHeader) == BP_REPLAY_HEADER_SIZE, "BpReplayHeader must be 128 bytes");
-_Static_assert(sizeof(BpReplayRun) == 28, "BpReplayRun must be 28 bytes");
+/* every wire struct's size, checked by the compiler (docs/protocol.md has the table) */
+#define BRAWLPIT_ASSERT_SIZE(T, n) _Static_assert(sizeof(T) == (n), #T " must be " #n " bytes")
+BRAWLPIT_ASSERT_SIZE(NetHeader, 12);
+BRAWLPIT_ASSERT_SIZE(UserCmd, 28);
+BRAWLPIT_ASSERT_SIZE(NetPlayer, 32);
+BRAWLPIT_ASSERT_SIZE(MatchState, 16);
+BRAWLPIT_ASSERT_SIZE(SnapshotPacket, 92);
+BRAWLPIT_ASSERT_SIZE(NetHello, 20);
+BRAWLPIT_ASSERT_SIZE(NetWelcome, 28);
+BRAWLPIT_ASSERT_SIZE(NetBye, 4);
+BRAWLPIT_ASSERT_SIZE(NetReset, 16);
+BRAWLPIT_ASSERT_SIZE(NetError, 40);
+BRAWLPIT_ASSERT_SIZE(NetIdent, 228);
+BRAWLPIT_ASSERT_SIZE(NetPeer, 232);
+BRAWLPIT_ASSERT_SIZE(BpReplayHeader, BP_REPLAY_HEADER_SIZE);
+BRAWLPIT_ASSERT_SIZE(BpReplayRun, 28);
 
 #endif /* BRAWLPIT_H */

@@ -254,6 +254,19 @@ static void hash_delete(BpArenaTable *t, uint32_t i) {
     t->hash[i].ref = 0;
 }
 
+/* the address now answers for seat `seat` of arena `a` (a slot or BP_SEAT_SPECTATOR(k)) */
+static void hash_put(BpArenaTable *t, const struct sockaddr_in *addr, const BpArena *a, int seat) {
+    uint32_t i = hash_find(t, addr_key(addr));
+    t->hash[i].key = addr_key(addr);
+    t->hash[i].ref = (uint32_t)(a->idx * BP_ARENA_SEATS + seat);
+}
+
+/* the address answers for nothing any more */
+static void hash_forget(BpArenaTable *t, const struct sockaddr_in *addr) {
+    uint32_t i = hash_find(t, addr_key(addr));
+    if (t->hash[i].key) hash_delete(t, i);
+}
+
 BpArena *bp_arena_by_addr(BpArenaTable *t, const struct sockaddr_in *addr, int *slot) {
     uint32_t i = hash_find(t, addr_key(addr));
     if (!t->hash[i].key) return NULL;
@@ -264,9 +277,7 @@ BpArena *bp_arena_by_addr(BpArenaTable *t, const struct sockaddr_in *addr, int *
 /* ------------------------------------------------------------ clients */
 BpClient *bp_arena_attach(BpArenaTable *t, BpArena *a, int slot, const struct sockaddr_in *addr,
                           uint32_t session) {
-    uint32_t i = hash_find(t, addr_key(addr));
-    t->hash[i].key = addr_key(addr);
-    t->hash[i].ref = (uint32_t)(a->idx * BP_ARENA_SEATS + slot);
+    hash_put(t, addr, a, slot);
     BpClient *c = &a->cl[slot];
     memset(c, 0, sizeof *c);
     c->active = 1;
@@ -279,8 +290,7 @@ BpClient *bp_arena_attach(BpArenaTable *t, BpArena *a, int slot, const struct so
 void bp_arena_detach(BpArenaTable *t, BpArena *a, int slot) {
     BpClient *c = &a->cl[slot];
     if (!c->active) return;
-    uint32_t i = hash_find(t, addr_key(&c->addr));
-    if (t->hash[i].key) hash_delete(t, i);
+    hash_forget(t, &c->addr);
     memset(c, 0, sizeof *c);
     bp_arena_refresh(t, a);
 }
@@ -290,9 +300,7 @@ int bp_arena_spectate(BpArenaTable *t, BpArena *a, const struct sockaddr_in *add
     for (int k = 0; k < BP_MAX_SPECTATORS; k++) {
         BpSpectator *sp = &a->spec[k];
         if (sp->active) continue;
-        uint32_t i = hash_find(t, addr_key(addr));
-        t->hash[i].key = addr_key(addr);
-        t->hash[i].ref = (uint32_t)(a->idx * BP_ARENA_SEATS + BP_SEAT_SPECTATOR(k));
+        hash_put(t, addr, a, BP_SEAT_SPECTATOR(k));
         memset(sp, 0, sizeof *sp);
         sp->active = 1;
         sp->addr = *addr;
@@ -305,8 +313,7 @@ int bp_arena_spectate(BpArenaTable *t, BpArena *a, const struct sockaddr_in *add
 void bp_arena_unspectate(BpArenaTable *t, BpArena *a, int k) {
     BpSpectator *sp = &a->spec[k];
     if (!sp->active) return;
-    uint32_t i = hash_find(t, addr_key(&sp->addr));
-    if (t->hash[i].key) hash_delete(t, i);
+    hash_forget(t, &sp->addr);
     memset(sp, 0, sizeof *sp);
 }
 

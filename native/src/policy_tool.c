@@ -118,14 +118,20 @@ static void print_quoted(const char *s)
     putchar('"');
 }
 
-static int cmd_check(const char *blob)
+/* The blob at `path`, or NULL after printing "refused: <why>" to `out` (stdout for
+ * check/info, whose callers parse the verdict; stderr for the others). */
+static BpPolicy *load_or_say(const char *path, FILE *out)
 {
     char err[256];
-    BpPolicy *p = bp_policy_load_file(blob, err, sizeof err);
-    if (!p) {
-        printf("refused: %s\n", err);
-        return 1;
-    }
+    BpPolicy *p = bp_policy_load_file(path, err, sizeof err);
+    if (!p) fprintf(out, "refused: %s\n", err);
+    return p;
+}
+
+static int cmd_check(const char *blob)
+{
+    BpPolicy *p = load_or_say(blob, stdout);
+    if (!p) return 1;
     printf("ok kind=%s layers=%d obs=%d act=%d version=%d action_repeat=%d input_layout=%d reward=",
            kind_name(bp_policy_kind(p)), bp_policy_n_layers(p), bp_policy_obs_dim(p),
            bp_policy_act_dim(p), bp_policy_version(p), bp_policy_action_repeat(p),
@@ -143,12 +149,8 @@ static int cmd_check(const char *blob)
 
 static int cmd_info(const char *blob)
 {
-    char err[256];
-    BpPolicy *p = bp_policy_load_file(blob, err, sizeof err);
-    if (!p) {
-        printf("refused: %s\n", err);
-        return 1;
-    }
+    BpPolicy *p = load_or_say(blob, stdout);
+    if (!p) return 1;
     const char *reward = bp_policy_reward(p);
     printf("kind %s\nversion %d\nlayers %d\nobs_dim %d\nact_dim %d\n", kind_name(bp_policy_kind(p)),
            bp_policy_version(p), bp_policy_n_layers(p), bp_policy_obs_dim(p), bp_policy_act_dim(p));
@@ -165,12 +167,8 @@ static int cmd_info(const char *blob)
 
 static int cmd_forward(int ref, const char *blob, const char *obs_path, const char *out_path)
 {
-    char err[256];
-    BpPolicy *p = bp_policy_load_file(blob, err, sizeof err);
-    if (!p) {
-        fprintf(stderr, "refused: %s\n", err);
-        return 1;
-    }
+    BpPolicy *p = load_or_say(blob, stderr);
+    if (!p) return 1;
     size_t n = 0;
     uint8_t *obs = read_all(obs_path, &n);
     int od = bp_policy_obs_dim(p), ad = bp_policy_act_dim(p);
@@ -294,12 +292,8 @@ static double bench_one(BpPolicy *p, int ref, long n, const float *obs, int n_ob
 
 static int cmd_bench(const char *blob, long n)
 {
-    char err[256];
-    BpPolicy *p = bp_policy_load_file(blob, err, sizeof err);
-    if (!p) {
-        fprintf(stderr, "refused: %s\n", err);
-        return 1;
-    }
+    BpPolicy *p = load_or_say(blob, stderr);
+    if (!p) return 1;
     enum { NOBS = 64 };
     int od = bp_policy_obs_dim(p);
     float *obs = malloc((size_t)NOBS * od * sizeof(float));

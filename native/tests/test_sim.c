@@ -193,16 +193,23 @@ static void test_walk_off_and_die(void) {
     bp_sim_destroy(s);
 }
 
-static void test_wall(void) {
+/* A fresh match with fighter `slot` in the air at (x, y) in `state`, no jump left. */
+static BpSim *airborne(int slot, int state, float x, float y, Fighter **f) {
     BpSim *s = bp_sim_create();
     bp_sim_reset(s, 1u, 1u);
-    Fighter *f = &s->f[0];
-    /* place below the stage top, outside the wall, drifting in */
-    f->grounded = 0;
-    set_state(f, BP_AS_AIR);
-    f->x = -(EDGE + HW + 6.0f);
-    f->y = -20.0f;
-    f->jumps_left = 0;
+    *f = &s->f[slot];
+    (*f)->grounded = 0;
+    set_state(*f, state);
+    (*f)->x = x;
+    (*f)->y = y;
+    (*f)->jumps_left = 0;
+    return s;
+}
+
+static void test_wall(void) {
+    Fighter *f;
+    /* below the stage top, outside the wall, drifting in */
+    BpSim *s = airborne(0, BP_AS_AIR, -(EDGE + HW + 6.0f), -20.0f, &f);
     BpInput in0 = {1.0f, 0, 0};
     float minx = 0.0f;
     for (int t = 0; t < 20; t++) {
@@ -214,15 +221,9 @@ static void test_wall(void) {
 }
 
 static void test_ledge_snap(void) {
-    BpSim *s = bp_sim_create();
-    bp_sim_reset(s, 1u, 1u);
-    Fighter *f = &s->f[1];
-    f->grounded = 0;
-    set_state(f, BP_AS_HELPLESS);
-    f->x = EDGE + 6.0f;
-    f->y = 6.0f;
+    Fighter *f;
+    BpSim *s = airborne(1, BP_AS_HELPLESS, EDGE + 6.0f, 6.0f, &f);
     f->vy = -1.0f;
-    f->jumps_left = 0;
     run(s, NEUTRAL, NEUTRAL, 12);
     CHECK(f->state == BP_AS_LEDGE && f->x == EDGE + HW && f->jumps_left == 1, "no ledge snap (state %d)", f->state);
     CHECK(f->invuln > 0, "ledge invulnerability");
