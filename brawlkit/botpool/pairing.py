@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from brawlkit.botpool.options import JOIN_TIMEOUT_S, RESULT_GRACE_S, Options
+from brawlkit.botpool.part import PoolPart
 from brawlkit.botpool.procs import BotProc, Result
 from brawlkit.botpool.recording import VERBS, Recorder, outcome, pair_void_kind
 from brawlkit.botpool.roster import Roster
@@ -60,15 +61,11 @@ def fewest_started(rng: random.Random, candidates: list[str], load: Counter[str]
     return rng.choice(sorted(b for b in candidates if key(b) == best))
 
 
-class Pairing:
+class Pairing(PoolPart):
     def __init__(self, opts: Options, rng: random.Random, roster: Roster, recorder: Recorder,
                  server: GameServer, bot_procs: BotProcesses,
                  say: Callable[[str], None]) -> None:
-        self.o = opts
-        self.rng = rng
-        self.roster, self.recorder = roster, recorder
-        self.server, self.bot_procs = server, bot_procs
-        self.say = say
+        super().__init__(opts, rng, roster, recorder, server, bot_procs, say)
         self.hang_s = opts.pair_hang_s()
         self.pairs: dict[int, Pair] = {}
         self.starts: Counter[str] = Counter()                 # games started, per bot

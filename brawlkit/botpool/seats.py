@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from brawlkit.botpool.options import JOIN_TIMEOUT_S, RESULT_GRACE_S, Options
 from brawlkit.botpool.pairing import fewest_started
+from brawlkit.botpool.part import PoolPart
 from brawlkit.botpool.procs import BotProc, PeerLine, Result
 from brawlkit.botpool.recording import VERBS, Recorder, outcome, seat_void_kind
 from brawlkit.botpool.roster import Roster
@@ -59,15 +60,11 @@ def opponent_id(peer: PeerLine | None) -> tuple[str, str | None, str]:
     return ANONYMOUS_ID, None, f"name {peer.name!r}, {why}"
 
 
-class Seats:
+class Seats(PoolPart):
     def __init__(self, opts: Options, rng: random.Random, roster: Roster, recorder: Recorder,
                  server: GameServer, bot_procs: BotProcesses,
                  say: Callable[[str], None]) -> None:
-        self.o = opts
-        self.rng = rng
-        self.roster, self.recorder = roster, recorder
-        self.server, self.bot_procs = server, bot_procs
-        self.say = say
+        super().__init__(opts, rng, roster, recorder, server, bot_procs, say)
         self.hang_s = opts.seat_hang_s()
         self.seats: list[Seat] = []
         self.human_starts: Counter[str] = Counter()   # seats taken, per bot

@@ -138,26 +138,25 @@ def posture_of(self_p: PlayerState, other_p: PlayerState, ticks_left: int) -> in
 
 
 def _ttb(x: float, y: float, vx: float, vy: float) -> float:
+    """Ticks to the nearest blast line on the current velocity, over the horizon (obs.c's
+    ``time_to_blast``, the same comparisons in the same order: the float results are identical)."""
     if not (-_BX < x < _BX and _BB < y < _BT):
         return 0.0
-    t = _HOR
-    if vx > 0.0:
-        c = (_BX - x) / vx
+    t = _axis_ttb(x, vx, -_BX, _BX, _HOR)
+    return _axis_ttb(y, vy, _BB, _BT, t) / _HOR
+
+
+def _axis_ttb(pos: float, vel: float, lo: float, hi: float, t: float) -> float:
+    """``t``, or the ticks until ``pos`` moving at ``vel`` crosses ``lo``/``hi`` if sooner."""
+    if vel > 0.0:
+        c = (hi - pos) / vel
         if c < t:
-            t = c
-    elif vx < 0.0:
-        c = (-_BX - x) / vx
+            return c
+    elif vel < 0.0:
+        c = (lo - pos) / vel
         if c < t:
-            t = c
-    if vy > 0.0:
-        c = (_BT - y) / vy
-        if c < t:
-            t = c
-    elif vy < 0.0:
-        c = (_BB - y) / vy
-        if c < t:
-            t = c
-    return t / _HOR
+            return c
+    return t
 
 
 def build_observation_values(

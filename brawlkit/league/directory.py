@@ -46,10 +46,9 @@ from collections.abc import Iterable
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
-from brawlkit.common.io import fsync_dir
+from brawlkit.common.io import Closing, fsync_dir
 from brawlkit.league.records import (
     BASELINE_ID,
     CPU_LEVELS,
@@ -468,7 +467,7 @@ def _parse_match(raw: bytes) -> tuple[MatchRecord | None, str]:
     return rec, ""
 
 
-class MatchWriter:
+class MatchWriter(Closing):
     """Appends match records to ONE log file owned by this process.
 
     Each :meth:`write_many` call is one ``write`` of whole lines followed by an
@@ -525,13 +524,6 @@ class MatchWriter:
         if fd is not None:
             self._fd = None
             os.close(fd)
-
-    def __enter__(self) -> MatchWriter:
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.close()
 
     def __del__(self) -> None:
         self.close()

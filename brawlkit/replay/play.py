@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from brawlkit.common.io import Closing
 from brawlkit.replay.format import (
     PLAYER_DTYPE,
     PLAYERS_SIZE,
@@ -58,7 +59,7 @@ def _sanitizer() -> Any:
     return fn
 
 
-class _Sim:
+class _Sim(Closing):
     """One ``BpSim``, reset to (seed, match_id), destroyed on close."""
 
     def __init__(self, seed: int, match_id: int) -> None:
@@ -100,12 +101,6 @@ class _Sim:
         if self.ptr:
             self.lib.bp_sim_destroy(self.ptr)
             self.ptr = None
-
-    def __enter__(self) -> _Sim:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def _run_inputs(run: np.void) -> Any:
@@ -217,7 +212,7 @@ def verify(replay: Replay) -> Verified:
 
 
 # ----------------------------------------------------------------- recording
-class Recorder:
+class Recorder(Closing):
     """Step a fresh simulation with any inputs and record them as a :class:`Replay`.
 
     Inputs are sanitised by the simulation's own ``bp_input_sanitize`` before they
@@ -273,12 +268,6 @@ class Recorder:
 
     def close(self) -> None:
         self._sim.close()
-
-    def __enter__(self) -> Recorder:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def record_cpu_match(path: str | os.PathLike[str] | None, level0: int, level1: int, seed: int,

@@ -29,6 +29,7 @@ from typing import Any
 from stable_baselines3.common.callbacks import BaseCallback, CallbackList
 from stable_baselines3.common.vec_env import VecMonitor
 
+from brawlkit.common.io import Closing
 from brawlkit.distributed.ray_vecenv import RayVecEnv
 from brawlkit.env import BrawlpitEnv
 from brawlkit.env.rewards import make_reward
@@ -72,7 +73,7 @@ class RayCallback(BaseCallback):
         self.logger.record("ray/worker_losses", self.venv.worker_losses)
 
 
-class TrainingEnvs:
+class TrainingEnvs(Closing):
     """``venv`` (the training vec env, under ``VecMonitor``), ``evals`` (the evaluation
     envs) and the servers they play on, built for ``cfg`` and closed by :meth:`close`
     (or ``with``) in reverse order; a failure half-way closes what was built."""
@@ -150,9 +151,3 @@ class TrainingEnvs:
 
     def close(self) -> None:
         self._stack.close()
-
-    def __enter__(self) -> TrainingEnvs:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

@@ -41,6 +41,7 @@ from typing import Any
 
 from stable_baselines3.common.logger import configure
 
+from brawlkit.common.io import Closing
 from brawlkit.common.stats import wilson_interval
 from brawlkit.common.threads import limit_threads
 from brawlkit.env.dummy import ZeroCostEnv
@@ -238,7 +239,7 @@ def _opponents(cfg: TrainConfig, opts: RunOptions, run_name: str, start_gen: int
     return league, sampler
 
 
-class _Generations:
+class _Generations(Closing):
     """The model of one run and what every generation does with it (:meth:`run`)."""
 
     def __init__(self, cfg: TrainConfig, envs: TrainingEnvs, rdir: Path,
@@ -307,10 +308,7 @@ class _Generations:
             "reset_after": reset,
         }
 
-    def __enter__(self) -> _Generations:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
+    def close(self) -> None:
         self.model.logger.close()
 
 

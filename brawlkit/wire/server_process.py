@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from brawlkit.common.io import Closing
 from brawlkit.common.paths import native_path
 from brawlkit.wire.constants import MODES
 
@@ -301,7 +302,7 @@ def parse_stats_line(text: bytes | str) -> dict[str, int]:
     return out
 
 
-class ServerGroup:
+class ServerGroup(Closing):
     """The server processes a set of envs stepped together shares: ``n_envs`` arenas
     spread over ``servers`` processes (0 = :func:`default_server_count`), each told
     how many processes run side by side so :func:`spin_rule` decides its busy-poll.
@@ -336,10 +337,4 @@ class ServerGroup:
         for srv in self.servers:
             srv.close()
             srv.remove_log()
-
-    def __enter__(self) -> ServerGroup:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
