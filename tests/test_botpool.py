@@ -101,29 +101,42 @@ def test_pairs_play_and_every_match_reaches_the_log_and_the_ratings(tmp_path: Pa
     assert not (replays / ".incoming").exists()
 
 
-@pytest.mark.servers  # runs the pool: game servers and bot processes
-def test_a_killed_bot_voids_its_match_and_the_pool_finishes(tmp_path: Path) -> None:
-    root, ids = _league(tmp_path)
-    # paced so a match lasts seconds: the kill lands mid-match
-    p = _botpool("--league-dir", str(root), "--pairs", "2", "--matches", "4", "--speed", "6",
-                 "--seed", "2")
+def _kill_once_while_running(p: subprocess.Popen[str], victim: Any,
+                             timeout: float = 60) -> tuple[list[str], int | None]:
+    """Read the pool's stdout to the end; at the first line ``victim(line)`` answers a pid
+    for, SIGKILL that pid (0.3 s later, so the kill lands mid-match).  (lines, killed)."""
     assert p.stdout is not None
     lines: list[str] = []
     killed = None
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + timeout
     try:
         for line in p.stdout:
             lines.append(line)
-            m = re.match(r"pair \d+: \S+ \(pid (\d+)\) vs", line)
-            if m and killed is None:
-                killed = int(m.group(1))  # the creator: it made the arena and is playing
+            pid = victim(line) if killed is None else None
+            if pid is not None:
                 time.sleep(0.3)
+                killed = pid() if callable(pid) else pid
                 os.kill(killed, signal.SIGKILL)
             assert time.monotonic() < deadline, "".join(lines)
         p.wait(timeout=30)
     finally:
         if p.poll() is None:
             p.kill()
+    return lines, killed
+
+
+@pytest.mark.servers  # runs the pool: game servers and bot processes
+def test_a_killed_bot_voids_its_match_and_the_pool_finishes(tmp_path: Path) -> None:
+    root, ids = _league(tmp_path)
+    # paced so a match lasts seconds: the kill lands mid-match
+    p = _botpool("--league-dir", str(root), "--pairs", "2", "--matches", "4", "--speed", "6",
+                 "--seed", "2")
+
+    def creator(line: str) -> int | None:  # it made the arena and is playing
+        m = re.match(r"pair \d+: \S+ \(pid (\d+)\) vs", line)
+        return int(m.group(1)) if m else None
+
+    lines, killed = _kill_once_while_running(p, creator)
     out = "".join(lines)
     assert p.returncode == 0, out + p.stderr.read()  # type: ignore[union-attr]
     void = [ln for ln in lines if ln.startswith("VOID")]
@@ -285,20 +298,13 @@ def test_a_dead_server_is_restarted_and_its_matches_are_void(tmp_path: Path) -> 
     root, ids = _league(tmp_path)
     p = _botpool("--league-dir", str(root), "--pairs", "2", "--matches", "3", "--speed", "6",
                  "--seed", "5")
-    assert p.stdout is not None
-    lines: list[str] = []
-    killed = None
-    try:
-        for line in p.stdout:
-            lines.append(line)
-            if killed is None and line.startswith("pair "):
-                time.sleep(0.3)
-                (killed,) = _children(p.pid, "brawlpit_server")
-                os.kill(killed, signal.SIGKILL)
-        p.wait(timeout=30)
-    finally:
-        if p.poll() is None:
-            p.kill()
+
+    def the_server() -> int:
+        (pid,) = _children(p.pid, "brawlpit_server")
+        return pid
+
+    lines, _ = _kill_once_while_running(
+        p, lambda line: the_server if line.startswith("pair ") else None)
     out = "".join(lines)
     assert p.returncode == 0, out
     assert re.search(r"^server died \(exit code -9\); restarting it, [12] match\(es\) in flight "
