@@ -43,9 +43,11 @@ import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal, get_args
 
 #: scopes, weakest first: a scope allows everything of the ones before it
-SCOPES = ("read", "write", "admin")
+Scope = Literal["read", "write", "admin"]
+SCOPES: tuple[str, ...] = get_args(Scope)
 TOKEN_KEY_FILE = "token.key"
 #: scrypt cost: 2**14 x 8 x 128 B = 16 MiB and 60-100 ms per hash on these machines
 SCRYPT_N, SCRYPT_R, SCRYPT_P = 1 << 14, 8, 1

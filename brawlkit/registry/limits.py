@@ -1,0 +1,57 @@
+"""Per-client request rate limits of the registry (standard library only).
+
+Why in the service and not only in a proxy: a registry on a team's box is often
+reached directly, and the requests that cost most are cheap to send — a
+``POST /auth/token`` is one scrypt hash (16 MiB, ~80 ms of a core), a ``GET
+/ratings`` a replay of the whole match log.  Each agent (by its token) and each
+unauthenticated client (by its address) gets a token bucket: ``rate`` requests
+per second on average, bursts of ``burst``.  A request over it is answered
+**429** with ``Retry-After`` (whole seconds until a request would pass) before it
+does any work; the client (:mod:`brawlkit.registry.client`) waits that long and
+retries.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+#: buckets kept at most (the oldest idle ones are forgotten first: a forgotten
+#: bucket is a full one, which is what an idle client has anyway)
+MAX_BUCKETS = 10_000
+
+
+@dataclass
+class RateLimiter:
+    """Token buckets of ``rate`` requests/s and ``burst`` requests, one per key.
+    ``rate`` 0 turns the limit off.  Thread-safe (the routes run in a thread pool)."""
+
+    rate: float
+    burst: float
+    _buckets: dict[str, tuple[float, float]] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    #: refusals by kind of key ("agent", "address"): what the service logs
+    refused: Counter[str] = field(default_factory=Counter)
+
+    def retry_after(self, key: str, kind: str = "agent", now: float | None = None) -> int:
+        """0 when a request of ``key`` may pass now (and it is counted), else the whole
+        seconds until one may (the request is refused and counted under ``kind``)."""
+        if self.rate <= 0:
+            return 0
+        t = time.monotonic() if now is None else now
+        with self._lock:
+            tokens, last = self._buckets.pop(key, (self.burst, t))
+            tokens = min(self.burst, tokens + (t - last) * self.rate)
+            if tokens >= 1.0:
+                self._buckets[key] = (tokens - 1.0, t)  # re-inserted: the newest
+                wait = 0
+            else:
+                self._buckets[key] = (tokens, t)
+                self.refused[kind] += 1
+                wait = max(1, math.ceil((1.0 - tokens) / self.rate))
+            while len(self._buckets) > MAX_BUCKETS:
+                del self._buckets[next(iter(self._buckets))]
+        return wait
