@@ -39,8 +39,9 @@ class RatingsCache:
     computed: int = 0
 
     def table(self, db: RegistryDB, k: float, initial: float, bootstrap: int,
-              seed: int) -> bytes:
-        """The ``elo --json`` table of every stored match, as JSON bytes."""
+              seed: int) -> tuple[bytes, bool]:
+        """The ``elo --json`` table of every stored match, as JSON bytes, and whether it
+        came from the cache."""
         settings = (float(k), float(initial), int(bootstrap), int(seed))
 
         def compute() -> bytes:
@@ -51,21 +52,21 @@ class RatingsCache:
 
         return self._get((db.ratings_state(), settings), compute)
 
-    def _get(self, key: tuple[Any, ...], compute: Callable[[], bytes]) -> bytes:
+    def _get(self, key: tuple[Any, ...], compute: Callable[[], bytes]) -> tuple[bytes, bool]:
         with self._lock:
             if key in self._tables:
                 self._tables.move_to_end(key)
                 self.hits += 1
-                return self._tables[key]
+                return self._tables[key], True
         with self._compute:  # one computation at a time; the waiters find its result
             with self._lock:
                 if key in self._tables:
                     self.hits += 1
-                    return self._tables[key]
+                    return self._tables[key], True
             data = compute()
             with self._lock:
                 self._tables[key] = data
                 self.computed += 1
                 while len(self._tables) > self.size:
                     self._tables.popitem(last=False)
-        return data
+        return data, False

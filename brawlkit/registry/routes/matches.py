@@ -114,8 +114,10 @@ def ratings(
     members: the same table, to the last digit, as ``python -m brawlkit elo --json``
     on a league directory holding the same members and matches (with the same
     ``bootstrap``).  Computed once per state of the match log and settings, then
-    served from a cache; a read-scoped agent's ``bootstrap`` is capped."""
+    served from a cache (header ``X-Ratings-Cache``: ``hit`` or ``computed``); a
+    read-scoped agent's ``bootstrap`` is capped."""
     if claims.scope == "read":
         bootstrap = min(bootstrap, reg.read_bootstrap_max)
-    body = reg.ratings.table(reg.db, k=k, initial=initial, bootstrap=bootstrap, seed=seed)
-    return Response(body, media_type="application/json")
+    body, hit = reg.ratings.table(reg.db, k=k, initial=initial, bootstrap=bootstrap, seed=seed)
+    return Response(body, media_type="application/json",
+                    headers={"X-Ratings-Cache": "hit" if hit else "computed"})
