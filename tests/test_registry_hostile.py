@@ -16,6 +16,7 @@ No speed is asserted (benchmarks are commands: ``python -m brawlkit bench
 registry``); "closed within the timeout (+ a margin)" is a behaviour.
 """
 
+# ruff: noqa: F811 - the tests take the fixtures db_url and serve imported above by name
 from __future__ import annotations
 
 import json
@@ -34,7 +35,14 @@ import requests
 from helpers import ROOT, add_agent
 from helpers import RegistryServer as Server
 from test_hostile_input import BAD_LINES, hostile_league
-from test_registry_service import db_url, get_token, metadata, sb3_zip, serve, upload  # noqa: F401
+from test_registry_service import (  # noqa: F401 - db_url and serve: the fixtures, shared
+    db_url,
+    get_token,
+    metadata,
+    sb3_zip,
+    serve,
+    upload,
+)
 
 pytestmark = pytest.mark.servers
 

@@ -21,7 +21,7 @@ import os
 import secrets
 from pathlib import Path
 
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import URL, make_url
 
 from brawlkit.registry.database import normalise_url
 
@@ -40,7 +40,10 @@ def identity(url: str) -> str:
     u = make_url(normalise_url(url))
     if u.get_backend_name() == "sqlite" and u.database and u.database != ":memory:":
         u = u.set(database=str(Path(u.database).expanduser().resolve()))
-    return u.set(password=None).render_as_string(hide_password=False)
+    # (URL.set(password=None) keeps the password: None there means "unchanged")
+    bare = URL.create(u.drivername, username=u.username, host=u.host, port=u.port,
+                      database=u.database, query=u.query)
+    return bare.render_as_string(hide_password=False)
 
 
 def remembered(data: str | os.PathLike[str]) -> str | None:

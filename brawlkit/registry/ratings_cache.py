@@ -4,20 +4,24 @@
 ``bootstrap`` refits: seconds on 100,000 matches.  Matches and checkpoints are
 append-only, so the table depends only on :meth:`RegistryDB.ratings_state`
 (counts and the newest row of each) and the request's settings: that is the
-cache key.  A repeated request costs two ``count``/``max`` queries; a new match
-makes the next request compute the table again, once — concurrent requests for
-the same key wait for that one computation (one at a time: the ratings never take
-more than one core from the rest of the service).
+cache key.  A repeated request costs two ``count``/``max`` queries.  A new match
+makes the next request compute the table again, once: concurrent requests for the
+same key await that one computation, and computations run one at a time, so the
+ratings never take more than one core (and one worker thread) from the rest of
+the service, however many readers poll them.  The waiting happens in the event
+loop, not in worker threads, so fifty pollers cannot starve the uploads of the
+thread pool.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
-import threading
 from collections import OrderedDict
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from starlette.concurrency import run_in_threadpool
 
 from brawlkit.league.directory import permanent_members
 from brawlkit.league.ratings import league_table
@@ -27,46 +31,53 @@ from brawlkit.registry.database import RegistryDB
 CACHE_SIZE = 16
 
 
+def compute_table(db: RegistryDB, k: float, initial: float, bootstrap: int, seed: int) -> bytes:
+    """The ``elo --json`` table (without ``league_dir``) of every stored match."""
+    members = permanent_members() + db.members()
+    table = league_table(members, db.matches(), k=k, initial=initial, bootstrap=bootstrap,
+                         seed=seed)
+    return json.dumps(table).encode("utf-8")
+
+
 @dataclass
 class RatingsCache:
     """The JSON bytes of the ratings table per (database state, settings)."""
 
     size: int = CACHE_SIZE
     _tables: OrderedDict[tuple[Any, ...], bytes] = field(default_factory=OrderedDict)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-    _compute: threading.Lock = field(default_factory=threading.Lock)
+    _running: dict[tuple[Any, ...], asyncio.Future[bytes]] = field(default_factory=dict)
+    _one_at_a_time: asyncio.Lock | None = None
     hits: int = 0
     computed: int = 0
 
-    def table(self, db: RegistryDB, k: float, initial: float, bootstrap: int,
-              seed: int) -> tuple[bytes, bool]:
-        """The ``elo --json`` table of every stored match, as JSON bytes, and whether it
-        came from the cache."""
-        settings = (float(k), float(initial), int(bootstrap), int(seed))
-
-        def compute() -> bytes:
-            members = permanent_members() + db.members()
-            table = league_table(members, db.matches(), k=k, initial=initial,
-                                 bootstrap=bootstrap, seed=seed)
-            return json.dumps(table).encode("utf-8")
-
-        return self._get((db.ratings_state(), settings), compute)
-
-    def _get(self, key: tuple[Any, ...], compute: Callable[[], bytes]) -> tuple[bytes, bool]:
-        with self._lock:
-            if key in self._tables:
-                self._tables.move_to_end(key)
-                self.hits += 1
-                return self._tables[key], True
-        with self._compute:  # one computation at a time; the waiters find its result
-            with self._lock:
-                if key in self._tables:
-                    self.hits += 1
-                    return self._tables[key], True
-            data = compute()
-            with self._lock:
-                self._tables[key] = data
-                self.computed += 1
-                while len(self._tables) > self.size:
-                    self._tables.popitem(last=False)
+    async def table(self, db: RegistryDB, k: float, initial: float, bootstrap: int,
+                    seed: int) -> tuple[bytes, bool]:
+        """The table as JSON bytes, and whether it was served without computing it."""
+        key = (await run_in_threadpool(db.ratings_state),
+               float(k), float(initial), int(bootstrap), int(seed))
+        if key in self._tables:
+            self._tables.move_to_end(key)
+            self.hits += 1
+            return self._tables[key], True
+        if key in self._running:  # someone computes it right now: wait for that
+            self.hits += 1
+            return await asyncio.shield(self._running[key]), True
+        future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        self._running[key] = future
+        try:
+            if self._one_at_a_time is None:
+                self._one_at_a_time = asyncio.Lock()
+            async with self._one_at_a_time:
+                data = await run_in_threadpool(compute_table, db, k, initial, bootstrap, seed)
+            future.set_result(data)
+        except BaseException as e:
+            future.set_exception(e)
+            future.exception()  # retrieved: no "never retrieved" warning when nobody waits
+            raise
+        finally:
+            del self._running[key]
+        self._tables[key] = data
+        self.computed += 1
+        while len(self._tables) > self.size:
+            self._tables.popitem(last=False)
         return data, False

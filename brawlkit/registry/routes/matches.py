@@ -97,7 +97,7 @@ def get_matches(
 
 @router.get("/ratings", summary="Elo and Bradley-Terry over every stored match (read)",
             response_model=RatingsTable, tags=["matches"], responses={**E401})
-def ratings(
+async def ratings(
     claims: Read,
     reg: RegistryDep,
     k: Annotated[float, Query(ge=0, le=1000, allow_inf_nan=False)] = 32.0,
@@ -118,6 +118,6 @@ def ratings(
     read-scoped agent's ``bootstrap`` is capped."""
     if claims.scope == "read":
         bootstrap = min(bootstrap, reg.read_bootstrap_max)
-    body, hit = reg.ratings.table(reg.db, k=k, initial=initial, bootstrap=bootstrap, seed=seed)
+    body, hit = await reg.ratings.table(reg.db, k=k, initial=initial, bootstrap=bootstrap, seed=seed)
     return Response(body, media_type="application/json",
                     headers={"X-Ratings-Cache": "hit" if hit else "computed"})
