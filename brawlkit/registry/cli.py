@@ -150,6 +150,7 @@ def _app(args: argparse.Namespace, data: Path, db: Any) -> Any:
                    token_ttl=int(args.token_ttl), ticket_ttl=int(args.ticket_ttl),
                    agent_limit=RateLimiter(args.rate_limit, max(1.0, 4 * args.rate_limit)),
                    read_bootstrap_max=int(args.read_bootstrap_max))
+    reg.ratings.log.warm(db)
     return create_app(reg)
 
 

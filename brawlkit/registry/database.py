@@ -657,16 +657,18 @@ class RegistryDB:
             return len(new), len(recs) - len(new)
         raise Conflict("concurrent match batches kept colliding; retry")
 
-    def ratings_state(self) -> tuple[int, int, int, str]:
-        """What the ratings depend on, cheaply: (matches, largest match seq,
-        checkpoints, latest upload time).  Matches and checkpoints are never deleted
-        or changed (a status is not rated), so an unchanged state means unchanged
-        ratings: the key of the service's ratings cache."""
+    def ratings_state(self) -> tuple[int, int, str]:
+        """What the ratings depend on, cheaply: (largest match seq, checkpoints,
+        latest upload time) — two index lookups and a count of the (few) checkpoints,
+        never a scan of the matches.  Matches and checkpoints are never deleted or
+        changed (a status is not rated) and a new match gets a larger seq, so an
+        unchanged state means unchanged ratings: the key of the service's ratings
+        cache."""
         m, c = matches_t.c, checkpoints_t.c
         with read_tx(self.engine) as conn:
-            n, top = conn.execute(select(func.count(), func.max(m.seq))).one()
+            top = conn.execute(select(func.max(m.seq))).scalar()
             k, last = conn.execute(select(func.count(), func.max(c.uploaded))).one()
-        return int(n), int(top or 0), int(k), str(last or "")
+        return int(top or 0), int(k), str(last or "")
 
     def stored(self, recs: list[MatchRecord]) -> list[bool]:
         """For each record: is a match of that content stored already?"""
@@ -687,8 +689,18 @@ class RegistryDB:
         if since is not None:
             q = q.where(m.time >= since)
         with read_tx(self.engine) as conn:
-            rows = conn.execute(q).all()
-        recs = [MatchRecord(time=r.time, a=r.a, b=r.b, result=r.result, ticks=r.ticks,
-                            source=r.source) for r in rows]
+            rows = conn.execute(q).tuples().all()
+        recs = [MatchRecord(*r) for r in rows]  # the columns in the record's field order
         recs.sort(key=lambda r: r.sort_key)
         return recs
+
+    def matches_after(self, seq: int) -> tuple[list[MatchRecord], int]:
+        """The matches stored after row ``seq`` (in no particular order) and the largest
+        seq now: what the ratings cache adds to the log it keeps.  Rows of a later
+        batch always have larger seqs (batches insert one at a time: SQLite's write
+        lock, PostgreSQL's ``matches`` lock row)."""
+        m = matches_t.c
+        q = select(m.seq, m.time, m.a, m.b, m.result, m.ticks, m.source).where(m.seq > seq)
+        with read_tx(self.engine) as conn:
+            rows = conn.execute(q).tuples().all()
+        return [MatchRecord(*r[1:]) for r in rows], max((r[0] for r in rows), default=seq)
