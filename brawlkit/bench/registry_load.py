@@ -15,7 +15,8 @@ e.g. a PostgreSQL database):
 * ``--mode ratings``: ``--matches`` (100,000) matches among fifty checkpoints, then
   ``GET /ratings`` twice as a read agent (bootstrap capped by the service) and
   twice as a write agent with ``bootstrap=0``: the first request computes, the
-  second is served from the cache.
+  second is served from the cache; then one more match and the read agent's
+  request again (the log is brought up to date with the new row only).
 
 A benchmark, not a test: the figures depend on the machine (docs/registry.md has
 this machine's).  Every loop is bounded in time and count and stops by itself.
@@ -260,6 +261,11 @@ def run_ratings(svc: Service, n_matches: int) -> dict[str, Any]:
             out[f"{who} {attempt} s"] = round(time.perf_counter() - t, 3)
             out[f"{who} bootstrap"] = r.json()["bootstrap"]
             out[f"{who} {attempt} cache"] = r.headers.get("X-Ratings-Cache")
+    s.post(f"{svc.url}/matches", headers=hdr, json=matches(rng, ids, 1, t0 + n_matches),
+           timeout=60).raise_for_status()
+    t = time.perf_counter()
+    s.get(f"{svc.url}/ratings", headers=svc.token("reader0"), timeout=600).raise_for_status()
+    out["read after one new match s"] = round(time.perf_counter() - t, 3)
     out["rss_mb"] = round(svc.rss_mb(), 1)
     return out
 

@@ -18,8 +18,10 @@ docs/registry.md has the whole picture.
 Imports: the server stack (uvicorn, FastAPI, SQLAlchemy: ``database``, ``datadir``,
 ``service``, ``store``, ``slow_clients``) is imported inside the commands that
 open a database or serve, so the client commands (push, pull, list, ratings, ...)
-and ``--help`` never load it; ``brawlkit.league.ratings`` (numpy) only where a
-table is printed.  Everything else is imported here.
+and ``--help`` never load it; the client side (``client``, ``sync`` and the league
+directory: ``requests``) inside the client commands, so ``serve`` and
+``add-agent`` never load it; ``brawlkit.league.ratings`` only where a table is
+printed.  The rest (``auth``, ``limits``, the league's records) is imported here.
 """
 
 from __future__ import annotations
@@ -34,16 +36,31 @@ import sys
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from brawlkit.common.net import listen_tcp
-from brawlkit.league.directory import LeagueDir
 from brawlkit.league.records import id_problem, player_name_problem
+from brawlkit.registry import limits
 from brawlkit.registry.auth import SCOPES, TICKET_TTL_S, TokenSigner, hash_secret, new_secret
-from brawlkit.registry.client import RegistryClient, RegistryError
-from brawlkit.registry.sync import RegistrySync
+
+if TYPE_CHECKING:
+    from brawlkit.registry.client import RegistryClient
 
 LOCK_FILE = "registry.lock"
+#: serve's limits against slow and greedy clients: flag, type, default, meaning
+GUARDS: tuple[tuple[str, type, float, str], ...] = (
+    ("--header-timeout", float, limits.HEADER_TIMEOUT_S, "seconds a client has to send a "
+     "request's line and headers"),
+    ("--body-timeout", float, limits.BODY_TIMEOUT_S, "seconds a request body may pause, and "
+     "its grace before it must average 1 KiB/s"),
+    ("--max-connections", int, limits.MAX_CONNECTIONS, "open connections at most; more are "
+     "closed at once"),
+    ("--rate-limit", float, limits.AGENT_RATE, "requests per second of one agent on average "
+     f"(bursts of {limits.AGENT_BURST_FACTOR:g}x); more get 429 with Retry-After; 0 = no "
+     "limit"),
+    ("--read-bootstrap-max", int, limits.READ_BOOTSTRAP_MAX, "the most bootstrap resamples "
+     "of a read-scoped agent's GET /ratings"),
+)
 
 
 def _db_url(args: argparse.Namespace) -> str:
@@ -136,7 +153,6 @@ def _serve_locked(args: argparse.Namespace, data: Path) -> int:
 
 def _app(args: argparse.Namespace, data: Path, db: Any) -> Any:
     """The FastAPI app of ``db`` and the store in ``data``, with ``args``' limits."""
-    from brawlkit.registry.limits import RateLimiter
     from brawlkit.registry.service import Registry, create_app
     from brawlkit.registry.store import Store
 
@@ -148,7 +164,7 @@ def _app(args: argparse.Namespace, data: Path, db: Any) -> Any:
     reg = Registry(db=db, store=store, signer=TokenSigner.from_data_dir(data),
                    max_upload_bytes=int(args.max_upload_mb * (1 << 20)),
                    token_ttl=int(args.token_ttl), ticket_ttl=int(args.ticket_ttl),
-                   agent_limit=RateLimiter(args.rate_limit, max(1.0, 4 * args.rate_limit)),
+                   agent_limit=limits.RateLimiter.per_agent(args.rate_limit),
                    read_bootstrap_max=int(args.read_bootstrap_max))
     reg.ratings.log.warm(db)
     return create_app(reg)
@@ -286,20 +302,8 @@ def _serve_command(sub: Any) -> None:
                     help="lifetime of the bearer tokens in seconds (default 3600)")
     sv.add_argument("--ticket-ttl", type=int, default=TICKET_TTL_S,
                     help=f"lifetime of the player tickets in seconds (default {TICKET_TTL_S})")
-    sv.add_argument("--header-timeout", type=float, default=10.0,
-                    help="seconds a client has to send a request's line and headers "
-                    "(default 10)")
-    sv.add_argument("--body-timeout", type=float, default=30.0,
-                    help="seconds a request body may pause (and its grace before it must "
-                    "average 1 KiB/s; default 30)")
-    sv.add_argument("--max-connections", type=int, default=256,
-                    help="open connections at most; more are closed at once (default 256)")
-    sv.add_argument("--rate-limit", type=float, default=50.0,
-                    help="requests per second of one agent on average (bursts of 4x); more "
-                    "get 429 with Retry-After; 0 = no limit (default 50)")
-    sv.add_argument("--read-bootstrap-max", type=int, default=10,
-                    help="the most bootstrap resamples of a read-scoped agent's GET /ratings "
-                    "(default 10)")
+    for flag, kind, default, what in GUARDS:
+        sv.add_argument(flag, type=kind, default=default, help=f"{what} (default {default})")
     sv.add_argument("--log-level", default="info",
                     choices=("critical", "error", "warning", "info", "debug"),
                     help="server log level (default info; debug also logs every request)")
@@ -355,6 +359,8 @@ def _client_commands(sub: Any) -> None:
 
 
 def _client(args: argparse.Namespace) -> int:
+    from brawlkit.registry.client import RegistryClient, RegistryError  # requests: see above
+
     if not args.url:
         print(f"registry {args.cmd}: no registry: pass --url or set BRAWLKIT_REGISTRY_URL",
               file=sys.stderr)
@@ -389,6 +395,9 @@ def _client(args: argparse.Namespace) -> int:
 
 def _sync(args: argparse.Namespace, client: RegistryClient) -> int:
     """``push`` / ``pull``: a league directory and the registry."""
+    from brawlkit.league.directory import LeagueDir
+    from brawlkit.registry.sync import RegistrySync
+
     sync = RegistrySync(client, LeagueDir(args.league_dir),
                         getattr(args, "location", None) or socket.gethostname())
     if args.cmd == "push":

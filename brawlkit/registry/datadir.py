@@ -18,11 +18,11 @@ person can read (and, moving a database, edit) it.
 from __future__ import annotations
 
 import os
-import secrets
 from pathlib import Path
 
 from sqlalchemy.engine import URL, make_url
 
+from brawlkit.registry.auth import write_once
 from brawlkit.registry.database import normalise_url
 
 URL_FILE = "database.url"
@@ -70,13 +70,5 @@ def remember(data: str | os.PathLike[str], url: str) -> None:
     """Write ``url``'s identity to ``data`` if it remembers none yet (atomically, by
     ``os.link``: of two first starts, one writes and the other then compares)."""
     path = Path(data) / URL_FILE
-    if path.exists():
-        return
-    tmp = path.with_name(f".{URL_FILE}.{secrets.token_hex(6)}.tmp")
-    tmp.write_text(identity(url) + "\n", encoding="utf-8")
-    try:
-        os.link(tmp, path)
-    except FileExistsError:
-        pass
-    finally:
-        tmp.unlink(missing_ok=True)
+    if not path.exists():
+        write_once(path, (identity(url) + "\n").encode("utf-8"))

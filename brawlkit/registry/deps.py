@@ -19,18 +19,11 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from brawlkit.league.records import id_problem
 from brawlkit.registry.auth import TICKET_TTL_S, AuthError, Claims, TokenSigner, scope_allows
 from brawlkit.registry.database import NotFound, RegistryDB
-from brawlkit.registry.limits import RateLimiter
+from brawlkit.registry.limits import ANON_BURST, ANON_RATE, READ_BOOTSTRAP_MAX, RateLimiter
 from brawlkit.registry.ratings_cache import RatingsCache
 from brawlkit.registry.store import Store
 
 REALM = 'Bearer realm="brawlkit-registry"'
-#: the default request rate of one agent (requests/s on average, and the burst)
-AGENT_RATE, AGENT_BURST = 50.0, 200.0
-#: the default rate of one address on the routes without a token (each
-#: ``/auth/token``, sign-up and ticket costs a scrypt hash)
-ANON_RATE, ANON_BURST = 2.0, 20.0
-#: the most bootstrap resamples a read-scoped agent's ``GET /ratings`` computes
-READ_BOOTSTRAP_MAX = 10
 
 
 @dataclass
@@ -44,8 +37,7 @@ class Registry:
     max_upload_bytes: int = 64 << 20
     token_ttl: int = 3600
     ticket_ttl: int = TICKET_TTL_S
-    agent_limit: RateLimiter = field(default_factory=lambda: RateLimiter(AGENT_RATE,
-                                                                          AGENT_BURST))
+    agent_limit: RateLimiter = field(default_factory=RateLimiter.per_agent)
     anon_limit: RateLimiter = field(default_factory=lambda: RateLimiter(ANON_RATE, ANON_BURST))
     read_bootstrap_max: int = READ_BOOTSTRAP_MAX
     ratings: RatingsCache = field(default_factory=RatingsCache)

@@ -19,6 +19,23 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
+#: the defaults of ``registry serve``'s limits, declared once (the service's
+#: :class:`~brawlkit.registry.deps.Registry`, the slow-client guard and the CLI use them)
+#: a request's line and headers must be complete within this (s)
+HEADER_TIMEOUT_S = 10.0
+#: a request body may pause this long, and must average 1 KiB/s after it (s)
+BODY_TIMEOUT_S = 30.0
+#: open connections at most
+MAX_CONNECTIONS = 256
+#: one agent's requests per second on average; bursts of AGENT_BURST_FACTOR times that
+AGENT_RATE = 50.0
+AGENT_BURST_FACTOR = 4.0
+#: one address's requests per second on the routes without a token (each
+#: ``/auth/token``, sign-up and ticket costs a scrypt hash), and its burst
+ANON_RATE, ANON_BURST = 2.0, 20.0
+#: the most bootstrap resamples a read-scoped agent's ``GET /ratings`` computes
+READ_BOOTSTRAP_MAX = 10
+
 #: buckets kept at most (the oldest idle ones are forgotten first: a forgotten
 #: bucket is a full one, which is what an idle client has anyway)
 MAX_BUCKETS = 10_000
@@ -35,6 +52,12 @@ class RateLimiter:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     #: refusals by kind of key ("agent", "address"): what the service logs
     refused: Counter[str] = field(default_factory=Counter)
+
+    @classmethod
+    def per_agent(cls, rate: float = AGENT_RATE) -> RateLimiter:
+        """The limit of one agent: ``rate`` per second, bursts of
+        :data:`AGENT_BURST_FACTOR` times that (at least one request)."""
+        return cls(rate, max(1.0, AGENT_BURST_FACTOR * rate))
 
     def retry_after(self, key: str, kind: str = "agent", now: float | None = None) -> int:
         """0 when a request of ``key`` may pass now (and it is counted), else the whole

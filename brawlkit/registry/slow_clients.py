@@ -41,6 +41,8 @@ from typing import Any, ClassVar
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from brawlkit.registry.limits import BODY_TIMEOUT_S, HEADER_TIMEOUT_S, MAX_CONNECTIONS
+
 #: the slowest average body a client may send after the body timeout's grace (B/s)
 MIN_BODY_RATE = 1024
 #: how often one reason of closing is logged at most (seconds)
@@ -53,9 +55,9 @@ class GuardedH11Protocol(H11Protocol):
     """uvicorn's h11 protocol with header/body read timeouts and a connection bound
     (the class attributes; :func:`guarded_protocol` makes a configured subclass)."""
 
-    header_timeout: ClassVar[float] = 10.0
-    body_timeout: ClassVar[float] = 30.0
-    max_connections: ClassVar[int] = 256
+    header_timeout: ClassVar[float] = HEADER_TIMEOUT_S
+    body_timeout: ClassVar[float] = BODY_TIMEOUT_S
+    max_connections: ClassVar[int] = MAX_CONNECTIONS
     closed: ClassVar[Counter[str]] = Counter()
     _logged: ClassVar[dict[str, float]] = {}
 
