@@ -291,6 +291,8 @@ def test_an_agent_over_its_rate_gets_429_with_retry_after(
     client = RegistryClient(srv.url, "r2", add_agent(db_url, "r2", "read"), retries=3)
     for _ in range(6):
         assert client.checkpoints() == []
+    srv.stop()
+    assert "over the rate limit so far (429) by agent" in srv.log_text()  # counted, logged
 
 
 def test_ratings_are_cached_per_state_and_capped_for_readers(

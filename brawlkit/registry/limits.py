@@ -13,6 +13,7 @@ retries.
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 import time
@@ -36,6 +37,11 @@ ANON_RATE, ANON_BURST = 2.0, 20.0
 #: the most bootstrap resamples a read-scoped agent's ``GET /ratings`` computes
 READ_BOOTSTRAP_MAX = 10
 
+#: how often the refusals of one kind are logged at most (seconds)
+LOG_EVERY_S = 10.0
+
+log = logging.getLogger("brawlkit.registry")
+
 #: buckets kept at most (the oldest idle ones are forgotten first: a forgotten
 #: bucket is a full one, which is what an idle client has anyway)
 MAX_BUCKETS = 10_000
@@ -50,8 +56,10 @@ class RateLimiter:
     burst: float
     _buckets: dict[str, tuple[float, float]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
-    #: refusals by kind of key ("agent", "address"): what the service logs
+    #: refusals by kind of key ("agent", "address"): logged at most every
+    #: :data:`LOG_EVERY_S` per kind, with the running count and the last key
     refused: Counter[str] = field(default_factory=Counter)
+    _logged: dict[str, float] = field(default_factory=dict)
 
     @classmethod
     def per_agent(cls, rate: float = AGENT_RATE) -> RateLimiter:
@@ -77,4 +85,8 @@ class RateLimiter:
                 wait = max(1, math.ceil((1.0 - tokens) / self.rate))
             while len(self._buckets) > MAX_BUCKETS:
                 del self._buckets[next(iter(self._buckets))]
+            if wait and t - self._logged.get(kind, -LOG_EVERY_S) >= LOG_EVERY_S:
+                self._logged[kind] = t
+                log.warning("registry: %d request(s) over the rate limit so far (429) by "
+                            "%s; the last by %s %r", self.refused[kind], kind, kind, key)
         return wait
