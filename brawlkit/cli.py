@@ -32,6 +32,7 @@ BENCHES: dict[str, str] = {
     "learn": "brawlkit.bench.learn",
     "native": "brawlkit.bench.native",
     "train": "brawlkit.bench.train",
+    "registry": "brawlkit.bench.registry_load",
 }
 
 USAGE = """usage: python -m brawlkit COMMAND [ARGS...]
@@ -40,6 +41,7 @@ commands:
 {commands}
   bench env|native|train|learn  benchmarks, reported as ratios against a reference
                            measured in the same run (--json for one JSON line)
+  bench registry           a real registry serve under a league's load (docs/registry.md)
 
 `python -m brawlkit COMMAND --help` shows a command's options."""
 

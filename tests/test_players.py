@@ -166,9 +166,11 @@ def test_matches_naming_a_player_need_its_ticket(serve: Callable[..., Server], d
         assert r.json()["detail"].startswith(f"match {index}:") and says in r.json()["detail"], \
             (what, r.text)
         assert rows(db_url, "registry_matches") == before, what  # nothing of the batch
-    # a malformed player id is a bad record, not a missing ticket
+    # a malformed player id is a bad record (the match-record rule's field error, 422
+    # naming the record and the field), not a missing ticket
     r = post([match(22.0, "player:no good", "main-x", "win")])
-    assert r.status_code == 400 and r.json()["detail"].startswith("match 0:")
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", 0, "a"], r.text
+    assert "player id" in r.json()["detail"][0]["msg"]
 
     # the ticket is not part of the match: a resend without it (say, after the ticket
     # expired) is a duplicate, and nothing served carries a ticket
@@ -269,12 +271,16 @@ def test_ratings_of_players_anonymous_and_kinds(serve: Callable[..., Server], db
     with league.writer("botpool") as w:
         w.write_many([MatchRecord.from_json({k: v for k, v in m.items() if k != "ticket"})
                       for m in reversed(log)])
-    local = run_cli("elo", "--league-dir", str(league.path), "--json", timeout=300)
+    # (a read agent's ratings have at most --read-bootstrap-max resamples: 10)
+    assert served["bootstrap"] == 10
+    local = run_cli("elo", "--league-dir", str(league.path), "--json", "--bootstrap", "10",
+                    timeout=300)
     assert local.returncode == 0, local.stderr
     table = last_json(local.stdout)
     table.pop("league_dir")
     assert table == served
-    assert served == json.loads(json.dumps(league_table(league.members(), league.matches())))
+    assert served == json.loads(json.dumps(league_table(league.members(), league.matches(),
+                                                        bootstrap=10)))
     human = run_cli("elo", "--league-dir", str(league.path), "--bootstrap", "0", timeout=300)
     lines = human.stdout.splitlines()
     assert lines[1].split()[:3] == ["member", "kind", "role"]
@@ -327,7 +333,7 @@ def test_a_version_2_database_gains_players(serve: Callable[..., Server], db_url
 
     srv = serve()
     hdr = get_token(srv, "old", "v2-secret")
-    assert requests.get(f"{srv.url}/health", timeout=30).json()["schema_version"] == SCHEMA_VERSION == 3
+    assert requests.get(f"{srv.url}/health", timeout=30).json()["schema_version"] == SCHEMA_VERSION == 4
     assert requests.get(f"{srv.url}/matches", headers=hdr, timeout=30).json() == [old.to_json()]
     key = sign_up(srv, "alice").json()["key"]
     t = ticket(srv, "alice", key).json()["ticket"]
@@ -337,5 +343,5 @@ def test_a_version_2_database_gains_players(serve: Callable[..., Server], db_url
     assert [p["name"] for p in requests.get(f"{srv.url}/players", headers=hdr,
                                             timeout=30).json()] == ["alice"]
     versions = [r[0] for r in rows(db_url, "registry_migrations")]
-    assert versions == ["1", "2", "3"]
+    assert versions == ["1", "2", "3", "4"]
     assert "registry" in srv.log_text() and "upgraded from 2" in srv.log_text()

@@ -359,7 +359,7 @@ def test_bad_match_lines_and_files_skipped_with_warning(league: LeagueDir) -> No
         got = league.matches()
     assert [r.a for r in got] == ["good", "good2"]
     messages = [str(x.message) for x in caught]
-    for needle in ("line 2 skipped, not a match record", "line 3 skipped, time nan",
+    for needle in ("line 2 skipped, not a match record", "line 3 skipped, not a match record (time nan is not finite",
                    "line 4 skipped, not UTF-8", "line 5 skipped, not a match record",
                    "line 7 skipped, not valid JSON", "notes.txt: skipped, not a match log"):
         assert sum(needle in m for m in messages) == 1, (needle, messages)

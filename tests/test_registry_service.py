@@ -327,7 +327,11 @@ def test_end_to_end(serve: Callable[..., Server], db_url: str, tmp_path: Path) -
     assert [MatchRecord.from_json(d) for d in got] == [m for m in canonical if m.time >= since]
 
     # ------------------------------------------------------------ ratings agree, bit for bit
-    r = requests.get(f"{srv.url}/ratings", headers=reader, timeout=120)
+    # a write agent gets the default 200 resamples; a read agent at most the service's
+    # --read-bootstrap-max (10), and the table says so
+    capped = requests.get(f"{srv.url}/ratings", headers=reader, timeout=120).json()
+    assert capped["bootstrap"] == 10
+    r = requests.get(f"{srv.url}/ratings", headers=writer, timeout=120)
     assert r.status_code == 200, r.text
     served = r.json()
     stored = requests.get(f"{srv.url}/checkpoints", headers=reader, timeout=30).json()

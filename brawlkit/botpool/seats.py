@@ -28,7 +28,7 @@ from brawlkit.botpool.recording import VERBS, Recorder, outcome, seat_void_kind
 from brawlkit.botpool.roster import Roster
 from brawlkit.botpool.servers import BotProcesses, Death, GameServer, wire_name
 from brawlkit.botpool.sources import INITIAL, Bot
-from brawlkit.league.records import ANONYMOUS_ID, PLAYER_NAME_RE, player_id
+from brawlkit.league.records import ANONYMOUS_ID, player_id, player_name_problem
 from brawlkit.wire.constants import C
 
 
@@ -52,9 +52,8 @@ def opponent_id(peer: PeerLine | None) -> tuple[str, str | None, str]:
         return ANONYMOUS_ID, None, "no identity seen"
     if peer.kind == C.BP_PEER_CPU and peer.name:
         return peer.name, None, "the server's CPU"
-    # fullmatch: the former ^...$ with match also let a trailing newline through, and a
-    # peer line's name (read line by line) never has one, so the test is the same
-    if peer.ticket and PLAYER_NAME_RE.fullmatch(peer.name):
+    # the league's rule of a player name (a reserved one such as "anonymous" is none)
+    if peer.ticket and not player_name_problem(peer.name):
         return player_id(peer.name), peer.ticket, "ticket attached"
     why = "no ticket" if not peer.ticket else "name not a player name"
     return ANONYMOUS_ID, None, f"name {peer.name!r}, {why}"

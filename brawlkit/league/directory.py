@@ -35,7 +35,6 @@ record refers to).  See docs/league.md, "The league directory".
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import secrets
@@ -57,6 +56,7 @@ from brawlkit.league.records import (
     MatchRecord,
     Member,
     cpu_id,
+    id_problem,
     permanent_ids,
 )
 
@@ -235,7 +235,7 @@ class LeagueDir:
         for p in permanent_members():
             if p.id == member_id:
                 return p
-        if not _plain_id(member_id):
+        if id_problem(member_id):
             raise KeyError(f"no member {member_id!r} (not a plain name)")
         path = self._record_path(member_id)
         m = self._read_member(path) if os.path.lexists(path) else None
@@ -274,10 +274,12 @@ class LeagueDir:
         holding the same matches — replays the same sequence and computes the same
         ratings.
 
-        A broken line (half-written by a killed writer, corrupt, not a match record,
-        a non-finite time) is skipped with a :class:`PoolWarning` naming the file
-        and the line number; an unterminated last line is such a line (a killed
-        writer's, or one being written right now: it is read once it is complete).
+        A line the match-record rule refuses (:meth:`MatchRecord.from_line`:
+        half-written by a killed writer, corrupt, not a match record, a non-finite
+        time, ``ticks`` not an integer in [0, MAX_TICKS], an id of the wrong shape)
+        is skipped with a :class:`PoolWarning` naming the file, the line number and
+        the reason; an unterminated last line is such a line (a killed writer's, or
+        one being written right now: it is read once it is complete).
         A record naming an id that is not a member is KEPT: the log is a fact of
         what was played, and what to make of unknown players is the ratings' call.
         Files whose names start with ``.`` are ignored; other non-``.jsonl`` files
@@ -288,18 +290,24 @@ class LeagueDir:
         the registry) or in one — is counted once.  Writers keep distinct matches
         distinct by their times.
         """
-        keyed: list[tuple[tuple[Any, ...], MatchRecord]] = []
+        return [rec for rec, _path, _line in self.located_matches()]
+
+    def located_matches(self) -> list[tuple[MatchRecord, Path, int]]:
+        """:meth:`matches` with where each one is: ``(record, log file, line number)``
+        of its first occurrence (what ``registry push`` names when the registry
+        refuses a record)."""
+        keyed: list[tuple[tuple[Any, ...], MatchRecord, Path, int]] = []
         for name in _listdir(self.matches_dir):
             if name.startswith("."):
                 continue
             path = self.matches_dir / name
             if not name.endswith(LOG_SUFFIX):
-                _warn(path, f"skipped, not a match log (name is not <writer>{LOG_SUFFIX})")
+                _warn(path, f"skipped, not a match log (name is not <writer>{LOG_SUFFIX})", 4)
                 continue
             try:
                 data = path.read_bytes()
             except OSError as e:
-                _warn(path, f"skipped, unreadable ({e.strerror or e})")
+                _warn(path, f"skipped, unreadable ({e.strerror or e})", 4)
                 continue
             lines = data.split(b"\n")
             tail = lines.pop()  # b"" when the file ends with a newline
@@ -308,17 +316,17 @@ class LeagueDir:
                     continue
                 rec, why = _parse_match(raw)
                 if rec is None:
-                    _warn(path, f"line {no} skipped, {why}")
+                    _warn(path, f"line {no} skipped, {why}", 4)
                 else:
-                    keyed.append(((*rec.sort_key, name, no), rec))
+                    keyed.append(((*rec.sort_key, name, no), rec, path, no))
             if tail:
                 _warn(path, f"line {len(lines) + 1} skipped, incomplete (no newline: a writer "
-                      "killed mid-line, or one writing right now)")
+                      "killed mid-line, or one writing right now)", 4)
         keyed.sort(key=lambda kv: kv[0])
-        out: list[MatchRecord] = []
-        for _, rec in keyed:  # sorted by content first: a repeat follows its original
-            if not out or out[-1].sort_key != rec.sort_key:
-                out.append(rec)
+        out: list[tuple[MatchRecord, Path, int]] = []
+        for _, rec, path, no in keyed:  # sorted by content first: a repeat follows its original
+            if not out or out[-1][0].sort_key != rec.sort_key:
+                out.append((rec, path, no))
         return out
 
     # ------------------------------------------------------------------ housekeeping
@@ -443,28 +451,12 @@ def _record_problem(m: Member, expected_id: str) -> str:
     return ""
 
 
-def _plain_id(member_id: str) -> bool:
-    return bool(member_id) and "/" not in member_id and not member_id.startswith(".") \
-        and "\0" not in member_id
-
-
 def _parse_match(raw: bytes) -> tuple[MatchRecord | None, str]:
-    """(record, "") or (None, why not) for one log line."""
+    """(record, "") or (None, why not) for one log line: the match-record rule."""
     try:
-        obj: Any = json.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError:
-        return None, "not UTF-8 text"
-    except json.JSONDecodeError as e:
-        return None, f"not valid JSON, half-written or corrupt ({e.msg})"
-    except RecursionError:
-        return None, "not valid JSON (nested too deeply)"
-    try:
-        rec = MatchRecord.from_json(obj)
+        return MatchRecord.from_line(raw), ""
     except ValueError as e:
-        return None, f"not a match record ({e})"
-    if not math.isfinite(rec.time):
-        return None, f"time {rec.time} is not finite (no place in the order)"
-    return rec, ""
+        return None, str(e)
 
 
 class MatchWriter(Closing):
@@ -503,9 +495,7 @@ class MatchWriter(Closing):
                 raise TypeError(f"not a MatchRecord: {rec!r}")
             if self.source and not rec.source:
                 rec = replace(rec, source=self.source)
-            MatchRecord.from_json(rec.to_json())
-            if not math.isfinite(rec.time):
-                raise ValueError(f"match time {rec.time} is not finite")
+            MatchRecord.from_json(rec.to_json())  # the rule every reader applies
             lines.append(json.dumps(rec.to_json(), sort_keys=True, separators=(",", ":")) + "\n")
         if not lines:
             return 0

@@ -41,11 +41,13 @@ from brawlkit.league.records import ANONYMOUS_ID, MatchRecord, id_kind
 ELO_PER_THETA = 400.0 / math.log(10.0)
 
 
-def _check_match(i: int, m: MatchRecord) -> None:
+def _check_matches(matches: Sequence[MatchRecord]) -> None:
     """A match of a member against itself would be a silent no-op in Elo and a
-    meaningless pair in BT; the pool never writes one, so it is a bug upstream."""
-    if m.a == m.b:
-        raise ValueError(f"match {i}: {m.a!r} plays itself")
+    meaningless pair in BT; the pool never writes one, so it is a bug upstream.
+    One pass before the work (not a call per match inside it: 100,000 matches)."""
+    for i, m in enumerate(matches):
+        if m.a == m.b:
+            raise ValueError(f"match {i}: {m.a!r} plays itself")
 
 
 def _ordered_ids(matches: Sequence[MatchRecord], members: Sequence[str] | None) -> list[str]:
@@ -141,6 +143,7 @@ def elo(
     members: Sequence[str] | None = None,
     k: float = 32.0,
     initial: float = 1200.0,
+    history: bool = True,
 ) -> EloResult:
     """Replay standard logistic Elo over ``matches`` in the order given.
 
@@ -161,6 +164,9 @@ def elo(
     rated ``initial`` for E and is not changed, counted or listed (so the sum
     of the ratings is (number of ids) × ``initial`` plus the net of the
     anonymous games).  Its :class:`EloStep` shows ``initial`` for that side.
+
+    ``history=False`` keeps no :class:`EloStep` per match (the same ratings; what a
+    table of 100,000 matches needs, without 100,000 objects it never reads).
     """
     if not (math.isfinite(k) and k >= 0):
         raise ValueError(f"k must be a finite number >= 0, got {k}")
@@ -177,10 +183,10 @@ def elo(
     for mid in members or ():
         if mid != ANONYMOUS_ID:
             join(mid)
+    _check_matches(matches)
     for i, m in enumerate(matches):
-        _check_match(i, m)
         if ANONYMOUS_ID in (m.a, m.b):
-            _anonymous_step(res, i, m)
+            _anonymous_step(res, i, m, history)
             continue
         join(m.a)
         join(m.b)
@@ -199,11 +205,12 @@ def elo(
             winner, loser = (m.a, m.b) if m.result == "win" else (m.b, m.a)
             res.wins[winner] += 1
             res.losses[loser] += 1
-        res.history.append(EloStep(i, m.time, m.a, m.b, res.ratings[m.a], res.ratings[m.b]))
+        if history:
+            res.history.append(EloStep(i, m.time, m.a, m.b, res.ratings[m.a], res.ratings[m.b]))
     return res
 
 
-def _anonymous_step(res: EloResult, i: int, m: MatchRecord) -> None:
+def _anonymous_step(res: EloResult, i: int, m: MatchRecord, history: bool = True) -> None:
     """Match ``i`` against ``anonymous``: one-sided Elo.  The known side X, with
     score S_X, against a fixed ``initial``: R_X += K (S_X − E_X), E_X =
     elo_expected(R_X, initial); the anonymous side neither moves nor is recorded."""
@@ -223,8 +230,9 @@ def _anonymous_step(res: EloResult, i: int, m: MatchRecord) -> None:
         res.wins[x] += 1
     else:
         res.losses[x] += 1
-    ra, rb = (res.ratings[x], res.initial) if x_is_a else (res.initial, res.ratings[x])
-    res.history.append(EloStep(i, m.time, m.a, m.b, ra, rb))
+    if history:
+        ra, rb = (res.ratings[x], res.initial) if x_is_a else (res.initial, res.ratings[x])
+        res.history.append(EloStep(i, m.time, m.a, m.b, ra, rb))
 
 
 # ============================================================ Bradley–Terry
@@ -379,8 +387,7 @@ def bradley_terry(
                          f"every game has an infinite rating), got {prior_games}")
     if bootstrap < 0:
         raise ValueError(f"bootstrap must be >= 0, got {bootstrap}")
-    for i, m in enumerate(matches):
-        _check_match(i, m)
+    _check_matches(matches)
     ids = _ordered_ids(matches, members)  # the ids Elo lists, in its order
     matches = [m for m in matches if ANONYMOUS_ID not in (m.a, m.b)]
     index = {mid: i for i, mid in enumerate(ids)}
@@ -454,8 +461,7 @@ def _tables(matches: Sequence[MatchRecord], ids: Sequence[str]) -> tuple[np.ndar
     if len(index) != len(ids):
         raise ValueError("ids must be distinct")
     kept = [m for m in matches if m.a in index and m.b in index]
-    for i, m in enumerate(kept):
-        _check_match(i, m)
+    _check_matches(kept)
     ia = np.array([index[m.a] for m in kept], dtype=np.int64)
     ib = np.array([index[m.b] for m in kept], dtype=np.int64)
     s = np.array([m.score for m in kept], dtype=float)
@@ -509,7 +515,7 @@ def league_table(
     """
     ids = [m.id for m in members]
     info = {m.id: m for m in members}
-    er = elo(matches, ids, k=k, initial=initial)
+    er = elo(matches, ids, k=k, initial=initial, history=False)
     bt = bradley_terry(matches, ids, bootstrap=bootstrap, seed=seed, initial=initial)
     rows = []
     for mid in er.ranking():

@@ -10,17 +10,62 @@ are written as JSON (``to_json`` / ``from_json``) by the pool
 
 from __future__ import annotations
 
+import json
+import math
+import numbers
 import re
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal, get_args
 
 from brawlkit.wire.cpu_level import CPU_LEVELS, CpuLevel
 
-#: training roles (docs/league.md)
-ROLES = ("main", "main_exploiter", "league_exploiter")
+#: a training role (docs/league.md): the type, and its values
+Role = Literal["main", "main_exploiter", "league_exploiter"]
+ROLES: tuple[str, ...] = get_args(Role)
 #: the permanent members' roles
 PERMANENT_ROLES = ("baseline", "cpu")
 BASELINE_ID = "baseline"
+#: the built-in CPU levels' ids: ``cpu:L`` (every ``cpu:`` id is theirs)
+CPU_PREFIX = "cpu:"
+
+# ------------------------------------------------------------ ids and names
+#: the longest id (a member, a checkpoint, an agent, a match side)
+ID_LEN = 200
+#: the characters of an id: ASCII letters and digits and ``_ . - : + @``, the first
+#: one a letter or a digit.  Printable everywhere, the same in every file system
+#: and URL (no space, no ``%``, no ``/`` or ``\\``, no look-alike or bidi character)
+ID_CHARS = "A-Za-z0-9_.:+@-"
+ID_RE = re.compile(rf"[A-Za-z0-9][{ID_CHARS}]{{0,{ID_LEN - 1}}}")
+_ID_CHAR = re.compile(f"[{ID_CHARS}]")
+#: names a file may not have on Windows (a league directory synced to one, a
+#: notebook's drive): an id is a file name there (``members/<id>.json``)
+DEVICE_NAMES = frozenset({"CON", "PRN", "AUX", "NUL", *(f"COM{i}" for i in range(10)),
+                          *(f"LPT{i}" for i in range(10))})
+
+
+def id_problem(name: object, what: str = "id") -> str:
+    """Why ``name`` is not an id (empty string if it is): 1 to :data:`ID_LEN` of
+    :data:`ID_CHARS`, starting with a letter or digit, not a Windows device name.
+    The one rule of the ids of members, checkpoints, agents and match sides, used
+    by the league directory, the registry service and its client alike."""
+    if not isinstance(name, str) or not name:
+        return f"{what} must be a non-empty string"
+    if len(name) > ID_LEN:
+        return f"{what} is longer than {ID_LEN} characters"
+    if ID_RE.fullmatch(name):
+        if name.split(".")[0].upper() in DEVICE_NAMES:
+            return f"{what} {name!r} is a device name on Windows (CON, NUL, COM1, ...)"
+        return ""
+    if name.startswith("."):
+        return f"{what} {name!r} starts with '.'"
+    bad = next((c for c in name if not _ID_CHAR.fullmatch(c)), "")
+    if not bad:
+        return f"{what} {name!r} must start with a letter or digit"
+    if bad in "/\\" or not bad.isprintable():
+        return (f"{what} {ascii(name)} contains '/', '\\' or a control character "
+                f"(U+{ord(bad):04X}); an id is 1 to {ID_LEN} of [{ID_CHARS}]")
+    return (f"{what} {ascii(name)} has the character {ascii(bad)} (U+{ord(bad):04X}); an id "
+            f"is 1 to {ID_LEN} of [{ID_CHARS}], starting with a letter or digit")
 
 
 def cpu_id(level: int) -> str:
@@ -70,14 +115,31 @@ PLAYER_PREFIX = "player:"
 PLAYER_NAME_RE = re.compile(r"[A-Za-z0-9_.-]{1,24}")
 #: what an id of the ratings is: a trained checkpoint, the scripted baseline, a
 #: built-in CPU level, or a registered human player
-KINDS = ("bot", "baseline", "cpu", "human")
+Kind = Literal["bot", "baseline", "cpu", "human"]
+KINDS: tuple[str, ...] = get_args(Kind)
+
+
+#: names no human player may take (any case): they would read as the anonymous
+#: crowd, the scripted baseline or a CPU level wherever a name is shown
+RESERVED_PLAYER_NAMES = frozenset({ANONYMOUS_ID, BASELINE_ID, "cpu"})
+
+
+def player_name_problem(name: object) -> str:
+    """Why ``name`` is not a name a player may have ('' if it is)."""
+    if not isinstance(name, str) or not PLAYER_NAME_RE.fullmatch(name):
+        return (f"player name {ascii(name)[:60]} must be 1 to 24 letters, digits, '_', '.' "
+                "or '-'")
+    if name.lower() in RESERVED_PLAYER_NAMES or name.split(".")[0].upper() in DEVICE_NAMES:
+        return f"player name {name!r} is reserved ({', '.join(sorted(RESERVED_PLAYER_NAMES))})"
+    return ""
 
 
 def player_id(name: str) -> str:
     """The match-log id of the registered player ``name`` (``ValueError`` if the name
     is not one a player may have)."""
-    if not isinstance(name, str) or not PLAYER_NAME_RE.fullmatch(name):
-        raise ValueError(f"player name {name!r} must match {PLAYER_NAME_RE.pattern}")
+    why = player_name_problem(name)
+    if why:
+        raise ValueError(why)
     return PLAYER_PREFIX + name
 
 
@@ -91,6 +153,16 @@ def player_name(member_id: str) -> str | None:
 def is_reserved_id(member_id: str) -> bool:
     """Ids no league member may take: ``anonymous`` and the ``player:`` namespace."""
     return member_id == ANONYMOUS_ID or member_id.startswith(PLAYER_PREFIX)
+
+
+def side_problem(side: object, what: str = "id") -> str:
+    """Why ``side`` cannot be one side of a match ('' if it can): ``player:NAME`` with
+    a NAME a player may have, or any other id (above)."""
+    name = player_name(side) if isinstance(side, str) else None
+    if name is not None:
+        why = player_name_problem(name)
+        return f"player id {ascii(side)[:60]} ({what}): {why}" if why else ""
+    return id_problem(side, what)
 
 
 def id_kind(member_id: str, role: str | None = None) -> str:
@@ -138,24 +210,109 @@ class Member:
         if not isinstance(data, dict):
             raise ValueError("a member record is a JSON object")
         try:
-            m = cls(id=str(data["id"]), role=str(data["role"]),
-                    generation=int(data.get("generation", 0)), parent=data.get("parent"),
-                    created=str(data.get("created", "")), checkpoint=data.get("checkpoint"),
-                    blob=data.get("blob"), settings=dict(data.get("settings") or {}))
+            m = cls(id=data["id"], role=data["role"],
+                    generation=_integer(data.get("generation", 0), "generation", MAX_GENERATION),
+                    parent=data.get("parent"), created=data.get("created", ""),
+                    checkpoint=data.get("checkpoint"), blob=data.get("blob"),
+                    settings=dict(data.get("settings") or {}))
         except (KeyError, TypeError) as e:
             raise ValueError(f"member record without a valid {e}") from None
+        why = id_problem(m.id, "member id")
+        if why:
+            raise ValueError(f"member id {ascii(m.id)[:80]} is not a plain name: {why}")
         if m.role not in ROLES + PERMANENT_ROLES:
             raise ValueError(f"member {m.id!r} has unknown role {m.role!r}")
-        if not m.id or "/" in m.id or m.id.startswith("."):
-            raise ValueError(f"member id {m.id!r} is not a plain name")
         if is_reserved_id(m.id):
             raise ValueError(f"member id {m.id!r} is reserved for human players "
                              f"({ANONYMOUS_ID!r} and {PLAYER_PREFIX}NAME)")
+        if m.id.startswith(CPU_PREFIX) and m.id not in permanent_ids():
+            raise ValueError(f"member id {m.id!r} is reserved for the built-in CPU levels "
+                             f"({CPU_PREFIX}1 ... {CPU_PREFIX}{CPU_LEVELS[-1]})")
+        if m.parent is not None:
+            why = id_problem(m.parent, "parent")
+            if why:
+                raise ValueError(why)
+            if m.parent == m.id:
+                raise ValueError(f"member {m.id!r} is its own parent")
+        if not isinstance(m.created, str):
+            raise ValueError(f"member {m.id!r}: created {m.created!r} is not an ISO-8601 text")
         return m
 
 
+#: the largest generation a member may have (a signed 32-bit integer everywhere)
+MAX_GENERATION = 2**31 - 1
+#: the most ticks a match may have: 2**31 - 1, a signed 32-bit tick counter (a
+#: year of play at 60 ticks/s; a real match has thousands)
+MAX_TICKS = 2**31 - 1
+#: the longest ``source`` of a match
+SOURCE_LEN = ID_LEN
+#: digits an integer of a record may have before it is refused unread (Python
+#: refuses to read more than 4300 anyway, and would refuse the whole file)
+MAX_INT_DIGITS = 24
+
+
+def _shown(value: object) -> str:
+    """``value`` for a message: short, and never a conversion that can fail (an int
+    of thousands of digits has no ``str``)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
+        return f"an integer of {value.bit_length()} bits"
+    return ascii(value)[:60]
+
+
+def _integer(value: object, what: str, maximum: int) -> int:
+    """``value`` as an integer in [0, maximum]: a JSON integer (not a bool, not 1.5,
+    not "5"); ``ValueError`` naming ``what`` otherwise."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{what} must be an integer, not {_shown(value)}")
+    number = int(value)
+    if not 0 <= number <= maximum:
+        raise ValueError(f"{what} {_shown(number)} is outside [0, {maximum}]")
+    return number
+
+
+def match_time(value: object) -> float:
+    """A match's ``time``: a finite number of epoch seconds (not a string, not a bool)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"time must be a number (epoch seconds), not {_shown(value)}")
+    try:
+        t = float(value)
+    except OverflowError:
+        raise ValueError(f"time {_shown(value)} is too large") from None
+    if not math.isfinite(t):
+        raise ValueError(f"time {_shown(value)} is not finite (no place in the replay order)")
+    return t
+
+
+def match_ticks(value: object) -> int:
+    """A match's ``ticks``: an integer in [0, :data:`MAX_TICKS`]."""
+    return _integer(value, "ticks", MAX_TICKS)
+
+
+def match_side(value: object, what: str = "a") -> str:
+    """A match's ``a`` or ``b``: an id (:func:`side_problem`)."""
+    why = side_problem(value, what)
+    if why:
+        raise ValueError(why)
+    return str(value)
+
+
+def match_result(value: object) -> str:
+    if not isinstance(value, str) or value not in RESULTS:
+        raise ValueError(f"result {_shown(value)} is not one of {sorted(RESULTS)}")
+    return value
+
+
+def match_source(value: object) -> str:
+    """A match's ``source``: printable text of at most :data:`SOURCE_LEN` characters."""
+    if not isinstance(value, str) or len(value) > SOURCE_LEN or not value.isprintable():
+        raise ValueError(f"source {_shown(value)} must be printable text (no NUL or other "
+                         f"control character) of at most {SOURCE_LEN} characters")
+    return value
+
+
 #: result codes of a match, from player a's side
-RESULTS = {"win": 1.0, "draw": 0.5, "loss": 0.0}
+Result = Literal["win", "draw", "loss"]
+RESULTS: dict[str, float] = dict(zip(get_args(Result), (1.0, 0.5, 0.0), strict=True))
 
 
 @dataclass(frozen=True)
@@ -197,21 +354,48 @@ class MatchRecord:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> MatchRecord:
+        """The record of ``data``; ``ValueError`` naming the first field that breaks
+        the rule (docs/league.md, "The match-record rule").  The one check of a
+        match: the league directory's reader and writer, the registry's request
+        schema and the registry client all call it."""
         if not isinstance(data, dict):
             raise ValueError("a match record is a JSON object")
-        try:
-            r = cls(time=float(data["time"]), a=str(data["a"]), b=str(data["b"]),
-                    result=str(data["result"]), ticks=int(data.get("ticks", 0)),
-                    source=str(data.get("source", "")))
-        except (KeyError, TypeError) as e:
-            raise ValueError(f"match record without a valid {e}") from None
-        if r.result not in RESULTS:
-            raise ValueError(f"match result {r.result!r} is not one of {sorted(RESULTS)}")
+        missing = [k for k in ("time", "a", "b", "result") if k not in data]
+        if missing:
+            raise ValueError(f"match record without {', '.join(missing)}")
+        r = cls(time=match_time(data["time"]), a=match_side(data["a"], "a"),
+                b=match_side(data["b"], "b"), result=match_result(data["result"]),
+                ticks=match_ticks(data.get("ticks", 0)),
+                source=match_source(data.get("source", "")))
         if r.a == r.b:
             raise ValueError(f"a match of {r.a!r} against itself")
-        for side in (r.a, r.b):
-            name = player_name(side)
-            if name is not None and not PLAYER_NAME_RE.fullmatch(name):
-                raise ValueError(f"player id {side!r}: the name must match "
-                                 f"{PLAYER_NAME_RE.pattern}")
         return r
+
+    @classmethod
+    def from_line(cls, raw: bytes | str) -> MatchRecord:
+        """The record of one JSON line of a match log; ``ValueError`` saying why not
+        — never another exception, whatever the line holds (``Infinity``, ``1e999``,
+        an integer of thousands of digits, a nesting too deep for the parser)."""
+        try:
+            text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
+        except UnicodeDecodeError:
+            raise ValueError("not UTF-8 text") from None
+        try:
+            obj = json.loads(text, parse_int=_json_int)  # NaN, Infinity: the rule names the field
+        except json.JSONDecodeError as e:
+            raise ValueError(f"not valid JSON, half-written or corrupt ({e.msg})") from None
+        except RecursionError:
+            raise ValueError("not valid JSON (nested too deeply)") from None
+        except ValueError as e:
+            raise ValueError(f"not a match record ({e})") from None
+        try:
+            return cls.from_json(obj)
+        except ValueError as e:
+            raise ValueError(f"not a match record ({e})") from None
+
+
+def _json_int(text: str) -> int:
+    """JSON integers of a record: refused unread past :data:`MAX_INT_DIGITS` digits."""
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise ValueError(f"an integer of {len(text)} digits")
+    return int(text)

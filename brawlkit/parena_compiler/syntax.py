@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import math
 import re
+import struct
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from brawlkit.parena_compiler.errors import ParenaError
@@ -16,6 +19,13 @@ KEYWORDS = frozenset(
 OPERATORS = ("=>", "->", "<=", ">=", "==", "!=", "(", ")", "{", "}", ",", "=", "|", "+", "-",
              "*", "/", "<", ">")
 COMPARISONS = frozenset({"<", "<=", ">", ">=", "==", "!="})
+#: levels of nesting an expression may have (parentheses, calls, '-', 'not'): far
+#: more than anyone writes, far fewer than Python's recursion limit allows the
+#: parser and the passes after it
+MAX_NESTING = 64
+#: the float32 range a literal must fit (the C code's and the .bpw's type)
+FLT_MAX = 3.4028234663852886e38
+FLT_TRUE_MIN = 1.401298464324817e-45
 
 _NUMBER = re.compile(r"(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -190,6 +200,7 @@ class Parser:
         self.file = file
         self.toks = tokenize(src, file)
         self.i = 0
+        self.depth = 0
 
     # helpers
     @property
@@ -317,7 +328,8 @@ class Parser:
     def parse_not(self) -> Node:
         if self.at("kw", "not"):
             t = self.advance()
-            return Unary(t.line, t.col, "not", self.parse_not())
+            with self.nested(t):
+                return Unary(t.line, t.col, "not", self.parse_not())
         return self.parse_cmp()
 
     def parse_cmp(self) -> Node:
@@ -347,14 +359,49 @@ class Parser:
     def parse_unary(self) -> Node:
         if self.at("op", "-"):
             t = self.advance()
-            return Unary(t.line, t.col, "-", self.parse_unary())
+            with self.nested(t):
+                return Unary(t.line, t.col, "-", self.parse_unary())
         return self.parse_primary()
+
+    @contextmanager
+    def nested(self, tok: Token) -> Iterator[None]:
+        """One more level of nesting, opened at ``tok`` (a '(', a call, '-', 'not'):
+        past :data:`MAX_NESTING` levels, an error at that token — where the nesting
+        is — instead of Python's recursion limit somewhere in the compiler."""
+        self.depth += 1
+        try:
+            if self.depth > MAX_NESTING:
+                raise self.error(tok, f"expression nested too deeply (more than {MAX_NESTING} "
+                                 "levels of parentheses, calls, '-' or 'not')",
+                                 "a flatter expression: name the parts with 'const' or a "
+                                 "function")
+            yield
+        finally:
+            self.depth -= 1
+
+    def number(self, t: Token) -> Num:
+        """The literal ``t`` as a float32 would hold it: a literal that does not fit
+        (``1e400``, 5,000 digits, ``1e-60``, which would become 0) is an error at it,
+        not a silent ``inf`` or 0 in the compiled code."""
+        value = float(t.text)
+        shown = t.text if len(t.text) <= 24 else f"{t.text[:12]}...({len(t.text)} characters)"
+        try:
+            if math.isinf(value):  # struct packs an inf without a word
+                raise OverflowError
+            narrowed = struct.unpack("<f", struct.pack("<f", value))[0]
+        except OverflowError:
+            raise self.error(t, f"number {shown} does not fit a float32 (at most "
+                             f"{FLT_MAX:.7g} in magnitude)", None) from None
+        if narrowed == 0.0 and value != 0.0:
+            raise self.error(t, f"number {shown} is too small for a float32 (it would be 0; "
+                             f"the smallest is about {FLT_TRUE_MIN:.3g})", None)
+        return Num(t.line, t.col, value)
 
     def parse_primary(self) -> Node:
         t = self.tok
         if t.kind == "number":
             self.advance()
-            return Num(t.line, t.col, float(t.text))
+            return self.number(t)
         if self.at("kw", "true") or self.at("kw", "false"):
             self.advance()
             return BoolLit(t.line, t.col, t.text == "true")
@@ -364,7 +411,8 @@ class Parser:
                 self.advance()
                 args: list[Node] = []
                 while not self.at("op", ")"):
-                    args.append(self.parse_expr())
+                    with self.nested(t):
+                        args.append(self.parse_expr())
                     if self.at("op", ","):
                         self.advance()
                     elif not self.at("op", ")"):
@@ -375,7 +423,8 @@ class Parser:
             return Name(t.line, t.col, t.text)
         if self.at("op", "("):
             self.advance()
-            e = self.parse_expr()
+            with self.nested(t):
+                e = self.parse_expr()
             self.expect("op", ")", "')' to close the parenthesis")
             e.line, e.col = t.line, t.col  # a parenthesised expression starts at '('
             return e

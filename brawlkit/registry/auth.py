@@ -43,9 +43,11 @@ import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal, get_args
 
 #: scopes, weakest first: a scope allows everything of the ones before it
-SCOPES = ("read", "write", "admin")
+Scope = Literal["read", "write", "admin"]
+SCOPES: tuple[str, ...] = get_args(Scope)
 TOKEN_KEY_FILE = "token.key"
 #: scrypt cost: 2**14 x 8 x 128 B = 16 MiB and 60-100 ms per hash on these machines
 SCRYPT_N, SCRYPT_R, SCRYPT_P = 1 << 14, 8, 1
@@ -159,6 +161,26 @@ def ticket_player(ticket: str) -> str | None:
     return parts[1] or None
 
 
+def write_once(path: Path, data: bytes, mode: int = 0o644) -> None:
+    """Create ``path`` holding ``data`` unless it exists: a temp file (``mode`` from
+    the start, never readable by others even for an instant), fsynced, published
+    with ``os.link``, which fails if another process made ``path`` first — then
+    theirs stays.  A data directory's files made once (the token key, the database
+    it belongs to) are made this way."""
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+        os.close(fd)
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 class TokenSigner:
     """Issues and verifies the registry's bearer tokens with one server key.
 
@@ -181,18 +203,7 @@ class TokenSigner:
         process made the key first; then that key is used."""
         path = Path(data_dir) / TOKEN_KEY_FILE
         if not path.exists():
-            tmp = path.with_name(f".{TOKEN_KEY_FILE}.{secrets.token_hex(6)}.tmp")
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            try:
-                os.write(fd, secrets.token_hex(32).encode("ascii") + b"\n")
-                os.fsync(fd)
-                os.close(fd)
-                try:
-                    os.link(tmp, path)
-                except FileExistsError:
-                    pass
-            finally:
-                tmp.unlink(missing_ok=True)
+            write_once(path, secrets.token_hex(32).encode("ascii") + b"\n", 0o600)
         mode = stat.S_IMODE(path.stat().st_mode)
         if mode & 0o077:
             warnings.warn(f"{path} was readable by others (mode {mode:o}); set to 0600",

@@ -9,7 +9,8 @@ league through a ``python -m brawlkit registry serve`` service (docs/registry.md
 * A bearer token is fetched on first use and refreshed before it expires (and once
   more on a 401).
 * Connection errors and 5xx answers are retried with exponential backoff; 4xx
-  never are (the request itself is wrong, or not allowed).
+  never are (the request itself is wrong, or not allowed) — except 429 (over the
+  service's request rate), which is retried after its ``Retry-After``.
 * Every download is checked against its sha256 and kept in a local cache keyed by
   that sha256, so a file is fetched once per machine.
 """
@@ -43,6 +44,8 @@ BACKOFF_S = 0.5
 #: refresh a token this long before it expires
 REFRESH_MARGIN_S = 30.0
 TIMEOUT_S = 30.0
+#: the longest ``Retry-After`` of a 429 the client waits for before it retries
+MAX_RETRY_AFTER_S = 60.0
 
 
 class RegistryError(RuntimeError):
@@ -128,6 +131,9 @@ class RegistryClient:
             else:
                 if r.status_code == 401 and auth and not refreshed:
                     self._token, refreshed = None, True  # expired early: one fresh token
+                    continue
+                if r.status_code == 429 and attempt < self.retries:
+                    time.sleep(_retry_after(r))
                     continue
                 if r.status_code < 500:
                     if r.status_code >= 400:
@@ -268,6 +274,15 @@ class RegistryClient:
     def ratings(self) -> dict[str, Any]:
         out: dict[str, Any] = self._send("GET", "/ratings").json()
         return out
+
+
+def _retry_after(r: requests.Response) -> float:
+    """The seconds a 429 asks to wait (its ``Retry-After``), bounded."""
+    try:
+        wait = float(r.headers.get("Retry-After", "1"))
+    except ValueError:
+        wait = 1.0
+    return min(MAX_RETRY_AFTER_S, max(0.0, wait)) if wait == wait else 1.0
 
 
 def _q(name: str) -> str:

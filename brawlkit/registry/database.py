@@ -30,13 +30,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 from sqlalchemy import (
     BigInteger,
@@ -62,14 +61,15 @@ from sqlalchemy import (
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError
 
-from brawlkit.league.records import MatchRecord, Member
+from brawlkit.league.records import ID_LEN, MatchRecord, Member
 from brawlkit.registry.auth import SecretHash
 
 #: the schema version this code writes and reads
-SCHEMA_VERSION = 3
-STATUSES = ("registered", "active", "disabled")
-#: length bounds of stored text (ids and names are plain names, see schemas.py)
-ID_LEN = 200
+SCHEMA_VERSION = 4
+#: a checkpoint's status: the type (the API's schema uses it), and its values
+Status = Literal["registered", "active", "disabled"]
+STATUSES: tuple[str, ...] = get_args(Status)
+#: length bounds of stored text (ids: the league's rule, records.id_problem)
 TEXT_LEN = 1000
 #: a player's name (``PLAYER_NAME_RE`` allows 24; the column leaves room)
 PLAYER_NAME_LEN = 64
@@ -89,6 +89,10 @@ class NotFound(RegistryDBError):
 
 class Conflict(RegistryDBError):
     """The request contradicts what is stored (409)."""
+
+
+class Invalid(RegistryDBError):
+    """The request names what is not there, e.g. a parent never uploaded (422)."""
 
 
 class SchemaTooNew(RuntimeError):
@@ -173,6 +177,8 @@ metadata = MetaData()
 _t = tables_v1(metadata)
 agents_t, checkpoints_t, matches_t = _t["agents"], _t["checkpoints"], _t["matches"]
 matches_t.append_column(Column("digest", String(64)))
+#: when the agent was revoked (version 4; NULL: never): its secret and tokens are dead
+agents_t.append_column(Column("revoked", String(40)))
 locks_t = Table("registry_locks", metadata, Column("name", String(32), primary_key=True))
 migrations_t = _migrations_table(metadata)
 players_t = players_v3(metadata)
@@ -242,11 +248,18 @@ def _migrate_3(conn: Connection) -> None:
     players_v3(MetaData()).create(conn)
 
 
+def _migrate_4(conn: Connection) -> None:
+    """Revocable agents: ``registry_agents.revoked`` (NULL for every existing agent)."""
+    col_type = String(40).compile(dialect=conn.dialect)
+    conn.execute(text(f"ALTER TABLE registry_agents ADD COLUMN revoked {col_type}"))
+
+
 #: (version, what it does, the step); append only
 MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (1, "agents, checkpoints, matches", _migrate_1),
     (2, "match digests (idempotent batches), one active checkpoint", _migrate_2),
     (3, "human players (name, key hash)", _migrate_3),
+    (4, "revocable agents", _migrate_4),
 ]
 assert MIGRATIONS[-1][0] == SCHEMA_VERSION
 
@@ -417,18 +430,41 @@ class RegistryDB:
             raise Conflict(f"agent {name!r} exists already") from None
 
     def agent(self, name: str) -> tuple[SecretHash, str] | None:
-        """(stored secret hash, scope) of an agent, or None."""
+        """(stored secret hash, scope) of an agent that is not revoked, or None."""
         with read_tx(self.engine) as conn:
             row = conn.execute(select(agents_t).where(agents_t.c.id == name)).first()
-        if row is None:
+        if row is None or row.revoked is not None:
             return None
         return SecretHash(kdf=row.kdf, salt=row.salt, digest=row.secret_hash), row.scope
 
-    def agents(self) -> list[dict[str, str]]:
+    def agent_scope(self, name: str) -> str | None:
+        """The scope of a live (existing, not revoked) agent, None otherwise: what every
+        authenticated request checks (one primary-key lookup), so a revoked agent's
+        tokens die at once instead of at their expiry."""
+        a = agents_t.c
         with read_tx(self.engine) as conn:
-            rows = conn.execute(select(agents_t.c.id, agents_t.c.scope, agents_t.c.created)).all()
-        return sorted(({"id": r.id, "scope": r.scope, "created": r.created} for r in rows),
-                      key=lambda a: a["id"])
+            row = conn.execute(select(a.scope, a.revoked).where(a.id == name)).first()
+        return None if row is None or row.revoked is not None else str(row.scope)
+
+    def revoke_agent(self, name: str) -> dict[str, str]:
+        """Revoke an agent (its secret and every token it holds stop working); revoking
+        it again keeps the first time.  :class:`NotFound` for an unknown agent."""
+        a = agents_t.c
+        with write_tx(self.engine) as conn:
+            row = conn.execute(select(a.id, a.scope, a.revoked).where(a.id == name)).first()
+            if row is None:
+                raise NotFound(f"no agent {name!r}")
+            revoked = row.revoked or utc_now()
+            if row.revoked is None:
+                conn.execute(update(agents_t).where(a.id == name).values(revoked=revoked))
+        return {"agent_id": name, "scope": str(row.scope), "revoked": revoked}
+
+    def agents(self) -> list[dict[str, str | None]]:
+        a = agents_t.c
+        with read_tx(self.engine) as conn:
+            rows = conn.execute(select(a.id, a.scope, a.created, a.revoked)).all()
+        return sorted(({"id": r.id, "scope": r.scope, "created": r.created,
+                        "revoked": r.revoked} for r in rows), key=lambda x: str(x["id"]))
 
     # ---------------------------------------------------------------- players
     def add_player(self, name: str, key: SecretHash) -> str:
@@ -484,6 +520,11 @@ class RegistryDB:
                 with write_tx(self.engine) as conn:
                     old = conn.execute(select(checkpoints_t)
                                        .where(checkpoints_t.c.id == m.id)).first()
+                    if old is None and m.parent is not None and conn.execute(
+                            select(checkpoints_t.c.id)
+                            .where(checkpoints_t.c.id == m.parent)).first() is None:
+                        raise Invalid(f"metadata.parent: no checkpoint {m.parent!r} is stored "
+                                      "(upload the parent first, or leave parent out)")
                     if old is None:
                         conn.execute(insert(checkpoints_t).values(**row))
                         stored = conn.execute(select(checkpoints_t)
@@ -616,6 +657,19 @@ class RegistryDB:
             return len(new), len(recs) - len(new)
         raise Conflict("concurrent match batches kept colliding; retry")
 
+    def ratings_state(self) -> tuple[int, int, str]:
+        """What the ratings depend on, cheaply: (largest match seq, checkpoints,
+        latest upload time) — two index lookups and a count of the (few) checkpoints,
+        never a scan of the matches.  Matches and checkpoints are never deleted or
+        changed (a status is not rated) and a new match gets a larger seq, so an
+        unchanged state means unchanged ratings: the key of the service's ratings
+        cache."""
+        m, c = matches_t.c, checkpoints_t.c
+        with read_tx(self.engine) as conn:
+            top = conn.execute(select(func.max(m.seq))).scalar()
+            k, last = conn.execute(select(func.count(), func.max(c.uploaded))).one()
+        return int(top or 0), int(k), str(last or "")
+
     def stored(self, recs: list[MatchRecord]) -> list[bool]:
         """For each record: is a match of that content stored already?"""
         digests = [match_digest(r) for r in recs]
@@ -635,31 +689,18 @@ class RegistryDB:
         if since is not None:
             q = q.where(m.time >= since)
         with read_tx(self.engine) as conn:
-            rows = conn.execute(q).all()
-        recs = [MatchRecord(time=r.time, a=r.a, b=r.b, result=r.result, ticks=r.ticks,
-                            source=r.source) for r in rows]
+            rows = conn.execute(q).tuples().all()
+        recs = [MatchRecord(*r) for r in rows]  # the columns in the record's field order
         recs.sort(key=lambda r: r.sort_key)
         return recs
 
-
-_PLAIN = re.compile(r"[^\x00-\x1f\x7f/\\]+")
-
-
-def plain_name_problem(name: object, what: str = "id") -> str:
-    """Why ``name`` is not a plain name (empty string if it is): the rules of
-    ``Member.from_json`` (not empty, no ``/``, not starting with ``.``), plus what a
-    name must satisfy to be stored and served everywhere: at most 200 characters, no
-    control characters or backslash, valid Unicode (no lone surrogates)."""
-    if not isinstance(name, str) or not name:
-        return f"{what} must be a non-empty string"
-    if len(name) > ID_LEN:
-        return f"{what} is longer than {ID_LEN} characters"
-    if name.startswith("."):
-        return f"{what} {name!r} starts with '.'"
-    if not _PLAIN.fullmatch(name):
-        return f"{what} {name!r} contains '/', '\\' or a control character"
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        return f"{what} is not valid Unicode text"
-    return ""
+    def matches_after(self, seq: int) -> tuple[list[MatchRecord], int]:
+        """The matches stored after row ``seq`` (in no particular order) and the largest
+        seq now: what the ratings cache adds to the log it keeps.  Rows of a later
+        batch always have larger seqs (batches insert one at a time: SQLite's write
+        lock, PostgreSQL's ``matches`` lock row)."""
+        m = matches_t.c
+        q = select(m.seq, m.time, m.a, m.b, m.result, m.ticks, m.source).where(m.seq > seq)
+        with read_tx(self.engine) as conn:
+            rows = conn.execute(q).tuples().all()
+        return [MatchRecord(*r[1:]) for r in rows], max((r[0] for r in rows), default=seq)

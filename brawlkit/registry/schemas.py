@@ -5,23 +5,57 @@ They are the OpenAPI document's ``components/schemas`` (their class names are th
 schema names), so renaming one changes the API reference
 (tests/test_registry_openapi.py notices).  Field rules that are the league's own
 (a member record's) are checked again by the league's code in the routes; the ones
-here keep what is stored printable by every database (no NUL, valid Unicode) and
-ids plain names.
+here keep what is stored printable by every database (no NUL, valid Unicode).
+Ids, player names and every field of a match are the league's own rules
+(:mod:`brawlkit.league.records`: ``id_problem``, ``player_name_problem``, the
+``match_*`` field checks), called by the validators below, so the registry accepts
+exactly what a league directory does — never more, never less.
 """
 
 from __future__ import annotations
 
+import time
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import Path
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictInt
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictInt,
+    model_validator,
+)
 
-from brawlkit.league.records import PLAYER_NAME_RE
-from brawlkit.registry.auth import MAX_TOKEN_CHARS
-from brawlkit.registry.database import ID_LEN, TEXT_LEN, plain_name_problem
+from brawlkit.league.records import (
+    ID_CHARS,
+    ID_LEN,
+    MAX_GENERATION,
+    MAX_TICKS,
+    PLAYER_NAME_RE,
+    SOURCE_LEN,
+    Kind,
+    Result,
+    Role,
+    id_problem,
+    match_result,
+    match_side,
+    match_source,
+    match_ticks,
+    match_time,
+    player_name_problem,
+)
+from brawlkit.registry.auth import MAX_TOKEN_CHARS, Scope
+from brawlkit.registry.database import TEXT_LEN, Status
 
-API_VERSION = "1.1"  # 1.1: players, tickets, kinds in /ratings
+API_VERSION = "1.2"  # 1.1: players, tickets, kinds in /ratings; 1.2: revocation, 429
+#: how far ahead of the service's clock a checkpoint's ``created`` may be (clock skew
+#: between machines; a time further ahead would sort after every real registration)
+MAX_FUTURE_S = 24 * 3600
+#: the documented shape of an id (the rule itself is records.id_problem)
+ID_PATTERN = f"^[A-Za-z0-9][{ID_CHARS}]{{0,{ID_LEN - 1}}}$"
 
 
 def text_ok(value: str) -> str:
@@ -37,7 +71,14 @@ def text_ok(value: str) -> str:
 
 
 def _plain(value: str) -> str:
-    why = plain_name_problem(value, "name")
+    why = id_problem(value, "id")
+    if why:
+        raise ValueError(why)
+    return value
+
+
+def _player_name(value: str) -> str:
+    why = player_name_problem(value)
     if why:
         raise ValueError(why)
     return value
@@ -45,13 +86,22 @@ def _plain(value: str) -> str:
 
 def _iso_time(value: str) -> str:
     """``created`` orders checkpoints (registration order, the newest of a role) as a
-    string, so it must be one kind of string: an ISO-8601 time (or empty: filled in)."""
+    string, so it must be one kind of string: an ISO-8601 time with its timezone (a
+    naive one means a different instant on every machine), not further ahead of the
+    service's clock than :data:`MAX_FUTURE_S` (it would sort after every later
+    registration) — or empty: the server fills it in."""
     if value:
         try:
-            datetime.fromisoformat(value)
+            when = datetime.fromisoformat(value)
         except ValueError:
             raise ValueError("must be an ISO-8601 time, e.g. 2026-12-01T03:15:00.000000+00:00 "
                              "(or empty: the server fills it in)") from None
+        if when.tzinfo is None or when.utcoffset() is None:
+            raise ValueError(f"{value!r} has no timezone: give one, e.g. "
+                             "2026-12-01T03:15:00+00:00")
+        if when.timestamp() > time.time() + MAX_FUTURE_S:
+            raise ValueError(f"{value!r} is more than {MAX_FUTURE_S // 3600} h ahead of the "
+                             "registry's clock")
     return value
 
 
@@ -60,9 +110,10 @@ def _lower(value: Any) -> Any:
 
 
 FreeText = Annotated[str, Field(max_length=TEXT_LEN), AfterValidator(text_ok)]
-PlainName = Annotated[str, Field(min_length=1, max_length=ID_LEN), AfterValidator(_plain)]
+PlainName = Annotated[str, Field(min_length=1, max_length=ID_LEN,
+                                  json_schema_extra={"pattern": ID_PATTERN}),
+                      AfterValidator(_plain)]
 Sha256 = Annotated[str, BeforeValidator(_lower), Field(pattern=r"^[0-9a-f]{64}$")]
-Status = Literal["registered", "active", "disabled"]
 
 
 class ErrorModel(BaseModel):
@@ -78,7 +129,7 @@ class TokenResponse(BaseModel):
     access_token: str
     token_type: Literal["bearer"] = "bearer"
     expires_in: int = Field(description="seconds until the token expires")
-    scope: Literal["read", "write", "admin"]
+    scope: Scope
 
 
 class CheckpointMetadata(BaseModel):
@@ -88,17 +139,24 @@ class CheckpointMetadata(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
     id: PlainName
-    role: Literal["main", "main_exploiter", "league_exploiter"]
-    generation: StrictInt = Field(0, ge=0, le=2**31 - 1)
-    parent: PlainName | None = None
+    role: Role
+    generation: StrictInt = Field(0, ge=0, le=MAX_GENERATION)
+    parent: PlainName | None = Field(None, description="a stored checkpoint, not this one")
     created: Annotated[str, Field(max_length=64), AfterValidator(text_ok),
                        AfterValidator(_iso_time)] = Field(
-        "", description="ISO-8601 UTC registration time; empty: the server fills it in")
+        "", description="ISO-8601 registration time with a timezone, at most a day ahead "
+        "of the registry's clock; empty: the server fills it in")
     settings: dict[str, Any] = Field(default_factory=dict,
                                      description="how it was trained (the TrainConfig dict)")
     location: FreeText = Field("", description="free text: which machine / league it comes from")
     checkpoint_sha256: Sha256
     blob_sha256: Sha256 | None = None
+
+    @model_validator(mode="after")
+    def _not_its_own_parent(self) -> CheckpointMetadata:
+        if self.parent == self.id:
+            raise ValueError(f"parent: checkpoint {self.id!r} cannot be its own parent")
+        return self
 
 
 class CheckpointRecord(BaseModel):
@@ -122,12 +180,17 @@ class MatchOut(BaseModel):
     """One match, as ``MatchRecord.to_json()`` writes it."""
 
     model_config = ConfigDict(extra="ignore")
-    time: float = Field(allow_inf_nan=False, description="epoch seconds")
-    a: PlainName = Field(description="a member id, player:NAME or anonymous")
-    b: PlainName
-    result: Literal["win", "draw", "loss"] = Field(description="from a's side")
-    ticks: int = Field(0, ge=0, le=2**63 - 1)
-    source: Annotated[str, Field(max_length=ID_LEN), AfterValidator(text_ok)] = ""
+    time: Annotated[float, BeforeValidator(match_time)] = Field(
+        description="epoch seconds, finite")
+    a: Annotated[str, BeforeValidator(match_side), Field(
+        min_length=1, max_length=ID_LEN, json_schema_extra={"pattern": ID_PATTERN})] = Field(
+        description="a member id, player:NAME or anonymous")
+    b: Annotated[str, BeforeValidator(lambda v: match_side(v, "b")), Field(
+        min_length=1, max_length=ID_LEN, json_schema_extra={"pattern": ID_PATTERN})]
+    result: Annotated[Result, BeforeValidator(match_result)] = Field(
+        description="from a's side")
+    ticks: Annotated[int, BeforeValidator(match_ticks), Field(ge=0, le=MAX_TICKS)] = 0
+    source: Annotated[str, BeforeValidator(match_source), Field(max_length=SOURCE_LEN)] = ""
 
 
 TicketText = Annotated[str, Field(max_length=MAX_TOKEN_CHARS)]
@@ -143,7 +206,9 @@ class MatchIn(MatchOut):
 
 
 PlayerName = Annotated[str, Field(pattern=PLAYER_NAME_RE.pattern.join("^$"),
-                                  description="letters, digits, '_', '.', '-'; 1 to 24")]
+                                  description="letters, digits, '_', '.', '-'; 1 to 24; "
+                                  "not a reserved name (anonymous, baseline, cpu)"),
+                       AfterValidator(_player_name)]
 
 
 class PlayerIn(BaseModel):
@@ -173,7 +238,7 @@ class MatchBatchResult(BaseModel):
 class RatingRow(BaseModel):
     id: str
     role: str
-    kind: Literal["bot", "baseline", "cpu", "human"]
+    kind: Kind
     generation: int | None
     rating: float
     games: int
@@ -198,6 +263,12 @@ class RatingsTable(BaseModel):
     bt_prior_games: float
 
 
+class AgentRevoked(BaseModel):
+    agent_id: str
+    scope: Scope
+    revoked: str = Field(description="when it was revoked (ISO-8601 UTC; the first time)")
+
+
 class Health(BaseModel):
     status: Literal["ok"]
     schema_version: int
@@ -206,9 +277,11 @@ class Health(BaseModel):
 
 # ------------------------------------------------------------ the documented errors
 Responses = dict[int | str, dict[str, Any]]
+E429: Responses = {429: {"model": ErrorModel, "description": "over the request rate: retry "
+                         "after the Retry-After header's seconds"}}
 E401: Responses = {
-    401: {"model": ErrorModel, "description": "no, bad or expired token"},
-    403: {"model": ErrorModel, "description": "the token's scope is too low"}}
+    401: {"model": ErrorModel, "description": "no, bad or expired token, or a revoked agent's"},
+    403: {"model": ErrorModel, "description": "the token's scope is too low"}, **E429}
 E400: Responses = {400: {"model": ErrorModel, "description": "malformed request or id"}}
 E404: Responses = {404: {"model": ErrorModel, "description": "no such checkpoint"}}
 IdPath = Annotated[str, Path(description="a checkpoint (member) id", max_length=1000)]

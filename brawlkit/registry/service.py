@@ -24,7 +24,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from brawlkit.registry.body_limit import BodyLimit
-from brawlkit.registry.database import Conflict, NotFound
+from brawlkit.registry.database import Conflict, Invalid, NotFound
 from brawlkit.registry.deps import Registry
 from brawlkit.registry.routes import ROUTERS
 from brawlkit.registry.schemas import API_VERSION, CheckpointMetadata
@@ -36,6 +36,10 @@ async def _not_found(_req: Request, exc: Exception) -> JSONResponse:
 
 async def _conflict(_req: Request, exc: Exception) -> JSONResponse:
     return JSONResponse({"detail": str(exc)}, status_code=409)
+
+
+async def _unknown_reference(_req: Request, exc: Exception) -> JSONResponse:
+    return JSONResponse({"detail": str(exc)}, status_code=422)
 
 
 async def _invalid(_req: Request, exc: Exception) -> JSONResponse:
@@ -61,6 +65,7 @@ def create_app(reg: Registry) -> FastAPI:
     app.add_exception_handler(NotFound, _not_found)
     app.add_exception_handler(RequestValidationError, _invalid)
     app.add_exception_handler(Conflict, _conflict)
+    app.add_exception_handler(Invalid, _unknown_reference)
     for router in ROUTERS:
         app.include_router(router)
     base_openapi = app.openapi

@@ -13,6 +13,13 @@ registry stores one only with the player's ticket, which a league directory does
 not keep (it is not part of the match), so such a record reaches the registry from
 the process that had the ticket (``post_matches(..., tickets=...)``).  Pushing it
 without would get the whole batch refused (403).
+
+What is pushed passed the match-record rule of the league directory's reader —
+the same rule the registry's schema applies (:meth:`MatchRecord.from_json`) — so
+a refusal should not happen; if the registry refuses a batch anyway (a 4xx: a
+newer service's stricter rule, a ticket), the batch is split until the refused
+records are alone, those are named (log file and line) and dropped, and the rest
+is stored: a push is never stuck on one record.
 """
 
 from __future__ import annotations
@@ -20,15 +27,20 @@ from __future__ import annotations
 import socket
 import tempfile
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from brawlkit.league.directory import LeagueDir
+from brawlkit.league.directory import LeagueDir, PoolWarning
 from brawlkit.league.records import MatchRecord, Member, player_name
 from brawlkit.registry.client import RegistryClient, RegistryError, RegistryUnavailable
 
 #: the match log a pull writes other locations' matches to
 PULL_SOURCE = "registry"
+#: matches per POST /matches of a push (a bounded request size)
+PUSH_BATCH = 5000
+#: the answers that refuse a batch's content (not the agent): a push splits it
+REFUSALS = (400, 413, 422)
 
 
 def _pushable(matches: list[MatchRecord]) -> list[MatchRecord]:
@@ -44,6 +56,10 @@ class RegistrySync:
     pending_members: list[tuple[Member, Path, Path | None]] = field(default_factory=list)
     pending_matches: list[MatchRecord] = field(default_factory=list)
     disabled: set[str] = field(default_factory=set)
+    #: what the last push could not send: "<file>:<line>: <why>" per record the
+    #: registry refused, and per log line the match-record rule skipped
+    refused: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
 
     def push(self, member: Member | None = None, matches: list[MatchRecord] | None = None) -> bool:
         """Queue ``member`` and ``matches`` and send everything queued; False (and
@@ -60,7 +76,7 @@ class RegistrySync:
                 self.client.upload(m, zip_path, blob, location=self.location)
                 self.pending_members.pop(0)
             if self.pending_matches:
-                self.client.post_matches(self.pending_matches)
+                self._post(self.pending_matches, [None] * len(self.pending_matches))
                 self.pending_matches = []
         except RegistryUnavailable as e:
             warnings.warn(f"registry unreachable, {len(self.pending_members)} member(s) and "
@@ -84,11 +100,39 @@ class RegistrySync:
                 continue
             self.client.upload(m, zip_path, self.league.blob_path(m), location=self.location)
             sent += 1
-        matches = _pushable(self.league.matches())
+        self.refused, self.skipped = [], []
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", PoolWarning)
+            located = self.league.located_matches()
+        self.skipped = [str(w.message) for w in caught if issubclass(w.category, PoolWarning)]
+        pushable = set(_pushable([m for m, _, _ in located]))
+        located = [x for x in located if x[0] in pushable]
         accepted = 0
-        for i in range(0, len(matches), 5000):  # batches of a bounded request size
-            accepted += int(self.client.post_matches(matches[i:i + 5000]).get("accepted", 0))
+        for i in range(0, len(located), PUSH_BATCH):
+            batch = located[i:i + PUSH_BATCH]
+            accepted += self._post([m for m, _, _ in batch], [f"{p}:{n}" for _, p, n in batch])
         return sent, accepted
+
+    def _post(self, matches: Sequence[MatchRecord], where: Sequence[str | None]) -> int:
+        """POST ``matches``; when the registry refuses the batch (4xx), halve it until
+        each refused record is alone, name it (``where``: its log file and line) in
+        :attr:`refused` with a warning, and store the rest.  Returns how many were
+        accepted; :class:`RegistryUnavailable` propagates (nothing is dropped)."""
+        try:
+            return int(self.client.post_matches(matches).get("accepted", 0))
+        except RegistryUnavailable:
+            raise
+        except RegistryError as e:
+            if e.status not in REFUSALS or len(matches) == 0:
+                raise
+            if len(matches) == 1:
+                line = f"{where[0] or 'match'}: refused by the registry: {e}"
+                self.refused.append(line)
+                warnings.warn(line, stacklevel=3)
+                return 0
+        half = len(matches) // 2
+        return (self._post(matches[:half], where[:half])
+                + self._post(matches[half:], where[half:]))
 
     def pull(self) -> bool:
         """Bring in the other locations' members and matches; False when unreachable."""

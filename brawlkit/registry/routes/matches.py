@@ -7,10 +7,8 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Body, Query
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
-from brawlkit.league.directory import permanent_members
-from brawlkit.league.ratings import league_table
 from brawlkit.league.records import MatchRecord, player_name
 from brawlkit.registry.auth import TokenSigner
 from brawlkit.registry.deps import Read, RegistryDep, Write, http_error
@@ -99,20 +97,27 @@ def get_matches(
 
 @router.get("/ratings", summary="Elo and Bradley-Terry over every stored match (read)",
             response_model=RatingsTable, tags=["matches"], responses={**E401})
-def ratings(
-    _c: Read,
+async def ratings(
+    claims: Read,
     reg: RegistryDep,
     k: Annotated[float, Query(ge=0, le=1000, allow_inf_nan=False)] = 32.0,
     initial: Annotated[float, Query(ge=-1e9, le=1e9, allow_inf_nan=False)] = 1200.0,
-    bootstrap: Annotated[int, Query(ge=0, le=1000)] = 200,
+    bootstrap: Annotated[int, Query(ge=0, le=1000, description=
+                                    "resamples; a read-scoped agent gets at most the "
+                                    "service's --read-bootstrap-max (the table says how "
+                                    "many it used)")] = 200,
     seed: Annotated[int, Query(ge=0, le=2**32 - 1)] = 0,
-) -> JSONResponse:
+) -> Response:
     """Elo and Bradley–Terry over every stored match, computed by
     ``brawlkit.league.ratings`` on the matches in ``MatchRecord.sort_key`` order with
     the permanent members and every stored checkpoint (registration order) as the
     members: the same table, to the last digit, as ``python -m brawlkit elo --json``
-    on a league directory holding the same members and matches."""
-    members = permanent_members() + reg.db.members()
-    table = league_table(members, reg.db.matches(), k=k, initial=initial,
-                         bootstrap=bootstrap, seed=seed)
-    return JSONResponse(table)
+    on a league directory holding the same members and matches (with the same
+    ``bootstrap``).  Computed once per state of the match log and settings, then
+    served from a cache (header ``X-Ratings-Cache``: ``hit`` or ``computed``); a
+    read-scoped agent's ``bootstrap`` is capped."""
+    if claims.scope == "read":
+        bootstrap = min(bootstrap, reg.read_bootstrap_max)
+    body, hit = await reg.ratings.table(reg.db, k=k, initial=initial, bootstrap=bootstrap, seed=seed)
+    return Response(body, media_type="application/json",
+                    headers={"X-Ratings-Cache": "hit" if hit else "computed"})

@@ -14,11 +14,12 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, Path
 from fastapi.responses import JSONResponse
 
-from brawlkit.league.records import PLAYER_NAME_RE
+from brawlkit.league.records import player_name_problem
 from brawlkit.registry.auth import AuthError, TokenSigner, hash_secret, new_secret, verify_secret
-from brawlkit.registry.deps import Read, RegistryDep, http_error
+from brawlkit.registry.deps import AnonLimit, Read, RegistryDep, http_error
 from brawlkit.registry.schemas import (
     E401,
+    E429,
     ErrorModel,
     PlayerCreated,
     PlayerIn,
@@ -30,9 +31,10 @@ router = APIRouter()
 
 
 @router.post("/players", summary="Sign up a human player (no token)", status_code=201,
-             response_model=PlayerCreated, tags=["players"],
+             response_model=PlayerCreated, tags=["players"], dependencies=[AnonLimit],
              responses={409: {"model": ErrorModel, "description": "the name is taken"},
-                        422: {"model": ErrorModel, "description": "not a valid name"}})
+                        422: {"model": ErrorModel, "description": "not a valid name"},
+                        **E429})
 def add_player(req: PlayerIn, reg: RegistryDep) -> JSONResponse:
     """Create a player; its key is in the answer, once (only a salted scrypt hash
     is stored).  Its matches are ``player:NAME`` in the match log."""
@@ -42,9 +44,9 @@ def add_player(req: PlayerIn, reg: RegistryDep) -> JSONResponse:
 
 
 @router.post("/players/{name}/ticket", summary="Trade a player's key for a ticket",
-             response_model=TicketResponse, tags=["players"],
+             response_model=TicketResponse, tags=["players"], dependencies=[AnonLimit],
              responses={401: {"model": ErrorModel, "description":
-                              "no key, unknown player or wrong key"}})
+                              "no key, unknown player or wrong key"}, **E429})
 def player_ticket(
     reg: RegistryDep,
     name: Annotated[str, Path(max_length=1000)],
@@ -54,7 +56,7 @@ def player_ticket(
     that played this person posts it with the match (POST /matches)."""
     if not x_player_key:
         raise http_error(401, "the player's key is needed (header X-Player-Key)")
-    found = reg.db.player(name) if PLAYER_NAME_RE.fullmatch(name) else None
+    found = None if player_name_problem(name) else reg.db.player(name)
     if not verify_secret(x_player_key, found) or found is None:
         raise http_error(401, "unknown player or wrong key")
     ticket = reg.signer.issue_ticket(name, reg.ticket_ttl)
