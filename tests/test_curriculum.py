@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from brawlkit.league import CpuCurriculum, OpponentSampler
+from brawlkit.league.curriculum import CpuCurriculum, OpponentSampler
 
 
 def test_curriculum_unlocks_after_half_of_last_k_wins():

@@ -15,7 +15,7 @@ import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
 
 from brawlkit.env.actions import N_PATTERNS, action_patterns, spam_fraction
-from brawlkit.league import OpponentSampler
+from brawlkit.league.curriculum import OpponentSampler
 
 
 class TrainCallback(BaseCallback):

@@ -48,7 +48,7 @@ from brawlkit.env.dummy import ZeroCostEnv
 from brawlkit.env.rewards import make_reward, reward_config
 from brawlkit.export.actor import network_description, policy_kwargs
 from brawlkit.export.bpw import PolicyMeta
-from brawlkit.league import CpuCurriculum
+from brawlkit.league.curriculum import CpuCurriculum
 from brawlkit.league.directory import LeagueDir
 from brawlkit.registry.sync import RegistrySync, connect
 from brawlkit.training.callbacks import TrainCallback
