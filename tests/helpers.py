@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from brawlkit.common.paths import repo_root
+from brawlkit.common.procs import end_process
 
 ROOT = repo_root()
 
@@ -219,13 +220,7 @@ class Listening:
         return self.log.read_text(errors="replace")[-3000:]
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+        end_process(self.proc, grace_s=15.0, kill_wait_s=5.0)
         if self.proc.stdout is not None:
             self.proc.stdout.close()
         self._log.close()

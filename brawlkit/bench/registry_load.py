@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 import requests
 
+from brawlkit.common.procs import end_process
 from brawlkit.export.bpw import Layer, PolicyMeta, pack_bpw
 from brawlkit.registry.auth import hash_secret, new_secret
 from brawlkit.registry.database import RegistryDB
@@ -116,13 +117,7 @@ class Service:
         return float("nan")
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        end_process(self.proc, grace_s=30.0, kill_wait_s=10.0)
 
 
 # ------------------------------------------------------------------ what the clients send

@@ -18,15 +18,13 @@ from __future__ import annotations
 import random
 import time
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from brawlkit.botpool.options import JOIN_TIMEOUT_S, RESULT_GRACE_S, Options
+from brawlkit.botpool.options import JOIN_TIMEOUT_S, RESULT_GRACE_S
 from brawlkit.botpool.part import PoolPart
 from brawlkit.botpool.procs import BotProc, Result
-from brawlkit.botpool.recording import VERBS, Recorder, outcome, pair_void_kind
-from brawlkit.botpool.roster import Roster
-from brawlkit.botpool.servers import BotProcesses, Death, GameServer
+from brawlkit.botpool.recording import VERBS, outcome, pair_void_kind
+from brawlkit.botpool.servers import Death
 from brawlkit.botpool.sources import Bot
 
 
@@ -62,11 +60,8 @@ def fewest_started(rng: random.Random, candidates: list[str], load: Counter[str]
 
 
 class Pairing(PoolPart):
-    def __init__(self, opts: Options, rng: random.Random, roster: Roster, recorder: Recorder,
-                 server: GameServer, bot_procs: BotProcesses,
-                 say: Callable[[str], None]) -> None:
-        super().__init__(opts, rng, roster, recorder, server, bot_procs, say)
-        self.hang_s = opts.pair_hang_s()
+    def setup(self) -> None:
+        self.hang_s = self.o.pair_hang_s()
         self.pairs: dict[int, Pair] = {}
         self.starts: Counter[str] = Counter()                 # games started, per bot
         self.pair_counts: Counter[frozenset[str]] = Counter()  # games started, per pairing

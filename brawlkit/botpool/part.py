@@ -25,3 +25,7 @@ class PoolPart:
         self.roster, self.recorder = roster, recorder
         self.server, self.bot_procs = server, bot_procs
         self.say = say
+        self.setup()
+
+    def setup(self) -> None:
+        """The part's own state (after the shared parts are in place)."""

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from brawlkit.common.procs import end_process
 from brawlkit.wire.server_process import _set_pdeathsig
 
 _JOINED = re.compile(r"^bot: joined (\S+) arena (\d+) slot (\d+) mode (\d+)")
@@ -182,15 +183,7 @@ class BotProc:
 
     def stop(self, grace: float = 1.0) -> None:
         """SIGTERM (the bot sends BYE and exits), SIGKILL after ``grace`` seconds."""
-        if self.proc.poll() is None:
-            try:
-                self.proc.terminate()
-                self.proc.wait(timeout=grace)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=2.0)
-            except ProcessLookupError:
-                pass
+        end_process(self.proc, grace_s=grace, kill_wait_s=2.0)
         self.poll()
         self.close()
 

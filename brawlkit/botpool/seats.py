@@ -14,19 +14,16 @@ the server dying make the human match VOID.
 
 from __future__ import annotations
 
-import random
 import time
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from brawlkit.botpool.options import JOIN_TIMEOUT_S, RESULT_GRACE_S, Options
+from brawlkit.botpool.options import JOIN_TIMEOUT_S, RESULT_GRACE_S
 from brawlkit.botpool.pairing import fewest_started
 from brawlkit.botpool.part import PoolPart
 from brawlkit.botpool.procs import BotProc, PeerLine, Result
-from brawlkit.botpool.recording import VERBS, Recorder, outcome, seat_void_kind
-from brawlkit.botpool.roster import Roster
-from brawlkit.botpool.servers import BotProcesses, Death, GameServer, wire_name
+from brawlkit.botpool.recording import VERBS, outcome, seat_void_kind
+from brawlkit.botpool.servers import Death, wire_name
 from brawlkit.botpool.sources import INITIAL, Bot
 from brawlkit.league.records import ANONYMOUS_ID, player_id, player_name_problem
 from brawlkit.wire.constants import C
@@ -60,11 +57,8 @@ def opponent_id(peer: PeerLine | None) -> tuple[str, str | None, str]:
 
 
 class Seats(PoolPart):
-    def __init__(self, opts: Options, rng: random.Random, roster: Roster, recorder: Recorder,
-                 server: GameServer, bot_procs: BotProcesses,
-                 say: Callable[[str], None]) -> None:
-        super().__init__(opts, rng, roster, recorder, server, bot_procs, say)
-        self.hang_s = opts.seat_hang_s()
+    def setup(self) -> None:
+        self.hang_s = self.o.seat_hang_s()
         self.seats: list[Seat] = []
         self.human_starts: Counter[str] = Counter()   # seats taken, per bot
 

@@ -32,6 +32,7 @@ from typing import Any
 
 from brawlkit.common.io import Closing
 from brawlkit.common.paths import native_path
+from brawlkit.common.procs import end_process
 from brawlkit.wire.constants import MODES
 
 _LISTEN = re.compile(rb"^listening (\d+)\s*$")
@@ -277,14 +278,7 @@ class ServerProcess:
 
 
 def _terminate(proc: subprocess.Popen[bytes] | None, log_path: Path | None) -> None:
-    if proc is None or proc.poll() is not None:
-        return
-    proc.terminate()
-    try:
-        proc.wait(timeout=2.0)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(timeout=2.0)
+    end_process(proc, grace_s=2.0, kill_wait_s=2.0)
 
 
 def parse_stats_line(text: bytes | str) -> dict[str, int]:
