@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -101,17 +102,24 @@ def test_pairs_play_and_every_match_reaches_the_log_and_the_ratings(tmp_path: Pa
     assert not (replays / ".incoming").exists()
 
 
+def _lines(p: subprocess.Popen[str], into: list[str]) -> Iterator[str]:
+    """The pool's stdout line by line, each also kept in ``into`` (for the assertions'
+    messages once the pool has ended)."""
+    assert p.stdout is not None
+    for line in p.stdout:
+        into.append(line)
+        yield line
+
+
 def _kill_once_while_running(p: subprocess.Popen[str], victim: Any,
                              timeout: float = 60) -> tuple[list[str], int | None]:
     """Read the pool's stdout to the end; at the first line ``victim(line)`` answers a pid
     for, SIGKILL that pid (0.3 s later, so the kill lands mid-match).  (lines, killed)."""
-    assert p.stdout is not None
     lines: list[str] = []
     killed = None
     deadline = time.monotonic() + timeout
     try:
-        for line in p.stdout:
-            lines.append(line)
+        for line in _lines(p, lines):
             pid = victim(line) if killed is None else None
             if pid is not None:
                 time.sleep(0.3)
@@ -321,11 +329,9 @@ def test_a_hung_match_is_void_and_sigterm_stops_cleanly(tmp_path: Path) -> None:
     longer); SIGTERM then stops every bot and server, prints the summary, exits 0."""
     root, _ = _league(tmp_path, n=2)
     p = _botpool("--league-dir", str(root), "--pairs", "1", "--speed", "1", "--hang-timeout", "1")
-    assert p.stdout is not None
     lines: list[str] = []
     try:
-        for line in p.stdout:
-            lines.append(line)
+        for line in _lines(p, lines):
             if line.startswith("VOID"):
                 bots = _children(p.pid, "brawlpit_bot")
                 p.send_signal(signal.SIGTERM)
@@ -435,11 +441,9 @@ def test_a_human_who_leaves_mid_match_voids_it_and_the_seat_is_refilled(tmp_path
 
     root, _ = _league(tmp_path, n=2)
     p = _botpool("--league-dir", str(root), "--pairs", "0", "--human-bots", "1", "--seed", "6")
-    assert p.stdout is not None
     lines: list[str] = []
     try:
-        for line in p.stdout:
-            lines.append(line)
+        for line in _lines(p, lines):
             m = re.match(r"human server listening (\d+)", line)
             if m:
                 break

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import socket
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -129,17 +130,12 @@ def _same_steps(a: BrawlpitVecEnv, b: BrawlpitVecEnv, steps: int, seed: int = 0)
 @pytest.mark.parametrize("kw", [{}, {"input_layout": INPUT_LAYOUT_OBS, "action_repeat": 2}])
 def test_lane_steps_exactly_like_the_python_path(kw: dict[str, Any]) -> None:
     """CPU and callable opponents, step limits and auto-resets: bit-identical outputs."""
-    group = ServerGroup(8)
-    a, b = _vec(group, True, **kw), _vec(group, False, **kw)
-    try:
+    with ServerGroup(8) as group, closing(_vec(group, True, **kw)) as a, \
+            closing(_vec(group, False, **kw)) as b:
         assert b.lane is None
         ended = _same_steps(a, b, 700)
         assert ended >= 8  # the step limit ended episodes, and the lane took them up again
         assert a.lane.steps == 700 and a.lane.fallbacks == 0
-    finally:
-        a.close()
-        b.close()
-        group.close()
 
 
 @pytest.mark.servers
