@@ -111,6 +111,19 @@ def _lines(p: subprocess.Popen[str], into: list[str]) -> Iterator[str]:
         yield line
 
 
+def _rest_after_sigterm(p: subprocess.Popen[str], lines: list[str]) -> str:
+    """Everything the pool printed once SIGTERM (sent by the caller) stopped it; it must
+    exit 0 within 20 s (killed otherwise, and the test fails with its output)."""
+    try:
+        rest, _ = p.communicate(timeout=20)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    out = "".join(lines) + rest
+    assert p.returncode == 0, out
+    return out
+
+
 def _kill_once_while_running(p: subprocess.Popen[str], victim: Any,
                              timeout: float = 60) -> tuple[list[str], int | None]:
     """Read the pool's stdout to the end; at the first line ``victim(line)`` answers a pid
@@ -336,12 +349,10 @@ def test_a_hung_match_is_void_and_sigterm_stops_cleanly(tmp_path: Path) -> None:
                 bots = _children(p.pid, "brawlpit_bot")
                 p.send_signal(signal.SIGTERM)
                 break
-        rest, _ = p.communicate(timeout=20)
-    finally:
-        if p.poll() is None:
-            p.kill()
-    out = "".join(lines) + rest
-    assert p.returncode == 0, out
+    except BaseException:
+        p.kill()
+        raise
+    out = _rest_after_sigterm(p, lines)
     assert "hung: no result within 1 s" in out
     assert "summary: 0 match(es)" in out and "hung x" in out
     assert not _children(p.pid, "brawlpit_bot") and not _children(p.pid, "brawlpit_server")
@@ -467,12 +478,10 @@ def test_a_human_who_leaves_mid_match_voids_it_and_the_seat_is_refilled(tmp_path
         time.sleep(1.0)  # the seat gets a fresh bot
         fresh = _children(p.pid, "brawlpit_bot")
         p.send_signal(signal.SIGTERM)
-        rest, _ = p.communicate(timeout=20)
-    finally:
-        if p.poll() is None:
-            p.kill()
-    out = "".join(lines) + rest
-    assert p.returncode == 0, out
+    except BaseException:
+        p.kill()
+        raise
+    out = _rest_after_sigterm(p, lines)
     assert re.search(r"^VOID human match: \S+ vs quitter: the human left mid-match$", out, re.M), out
     assert len(fresh) == 1 and fresh[0] != first  # a new bot waits in the seat
     assert "summary: 0 match(es)" in out and ", 1 void," in out
