@@ -1,9 +1,11 @@
 """Opponent sampling: who the trainee plays next, learned from how it did.
 
 The trainer asks an :class:`OpponentSampler` for an opponent at every episode
-start and reports every finished episode back.  Today's sampler is the
-:class:`CpuCurriculum` over the built-in CPU levels; the league's samplers
-(PFSP over the pool of frozen checkpoints) implement the same interface.
+start and reports every finished episode back.  :class:`LadderCurriculum` is the
+p(1 − p) draw and unlock rule over an ordered ladder of opponents, shared by the PPO
+runs (:class:`CpuCurriculum`, the built-in CPU levels) and the ``/move`` trainer
+(``brawlkit/policy_server/trainer.py``); the league's samplers (PFSP over the pool of
+frozen checkpoints) implement the same interface.
 
 The record of results lives in the trainer's process only, fed by all of its
 envs, and travels with every checkpoint (``state_dict``) so ``--resume``
@@ -18,6 +20,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+
+from brawlkit.wire.cpu_level import CPU_LEVELS, CpuLevel
 
 
 class OpponentSampler(ABC):
@@ -54,37 +58,43 @@ class OpponentSampler(ABC):
         del state
 
 
-class CpuCurriculum(OpponentSampler):
-    """Curriculum over the built-in CPU levels.
+class LadderCurriculum(OpponentSampler):
+    """A curriculum up an ordered ladder of opponents: the p(1 − p) draw and the unlock rule.
+
+    One implementation for every trainer that climbs a ladder (the PPO runs' CPU levels,
+    :class:`CpuCurriculum`; the ``/move`` trainer's CPU levels or any other ladder of
+    opponent names, ``brawlkit/policy_server/trainer.py``): the write-up's curriculum,
+    where most games are played against opponents the trainee is evenly matched with.
 
     Args:
-        levels: the CPU levels in order of difficulty (default 1..8).
-        k: unlock window — level L+1 unlocks when the trainee has won at least
+        ladder: opponent names in order of difficulty.
+        k: unlock window — rung i+1 unlocks when the trainee has won at least
             ``unlock_win_rate`` of its last ``k`` games (draws count as not won)
-            at the highest unlocked level L.  Also the window of the win rate p
+            at the highest unlocked rung i.  Also the window of the win rate p
             used for sampling.
         floor: minimum sampling weight, so a mastered (p≈1) or hopeless (p≈0)
-            level still gets games (p(1−p) peaks at 0.25).
-        start: how many levels are unlocked at the start (default 1).
+            rung still gets games (p(1−p) peaks at 0.25).
+        start: how many rungs are unlocked at the start (default 1).
     """
 
+    #: ``state_dict()["kind"]``
+    kind = "ladder_curriculum"
+
     def __init__(
-        self, levels: Sequence[int] = tuple(range(1, 9)), k: int = 20, floor: float = 0.05,
+        self, ladder: Sequence[str], k: int = 20, floor: float = 0.05,
         unlock_win_rate: float = 0.5, start: int = 1, seed: int | None = None,
     ) -> None:
-        self.levels = [int(x) for x in levels]
+        self.ladder = [str(x) for x in ladder]
+        if not self.ladder or len(set(self.ladder)) != len(self.ladder):
+            raise ValueError(f"a ladder is a non-empty list of distinct opponents, got {ladder!r}")
         self.k = int(k)
         self.floor = float(floor)
         self.unlock_win_rate = float(unlock_win_rate)
-        self.unlocked = max(1, min(int(start), len(self.levels)))
+        self.unlocked = max(1, min(int(start), len(self.ladder)))
         self.rng = np.random.default_rng(seed)
-        self.recent: dict[str, deque[int]] = {self.name(lv): deque(maxlen=self.k) for lv in self.levels}
+        self.recent: dict[str, deque[int]] = {n: deque(maxlen=self.k) for n in self.ladder}
         self.totals: dict[str, dict[str, int]] = {
-            self.name(lv): {"win": 0, "draw": 0, "loss": 0} for lv in self.levels}
-
-    @staticmethod
-    def name(level: int) -> str:
-        return f"cpu:{level}"
+            n: {"win": 0, "draw": 0, "loss": 0} for n in self.ladder}
 
     def win_rate(self, opponent: str) -> float:
         """Recent win rate p (last k games); no games counts as 0.5."""
@@ -92,7 +102,9 @@ class CpuCurriculum(OpponentSampler):
         return float(np.mean(h)) if h else 0.5
 
     def weights(self) -> dict[str, float]:
-        names = [self.name(lv) for lv in self.levels[: self.unlocked]]
+        """The draw's probabilities over the unlocked rungs: ``max(p(1 − p), floor)``,
+        normalised."""
+        names = self.ladder[: self.unlocked]
         w = np.array([max(p * (1 - p), self.floor) for p in map(self.win_rate, names)])
         return dict(zip(names, (w / w.sum()).tolist(), strict=True))
 
@@ -106,25 +118,26 @@ class CpuCurriculum(OpponentSampler):
             return
         self.recent[opponent].append(1 if outcome == "win" else 0)
         self.totals[opponent][outcome] += 1
-        top = self.name(self.levels[self.unlocked - 1])
+        top = self.top
         h = self.recent[top]
-        if (opponent == top and self.unlocked < len(self.levels) and len(h) >= self.k
+        if (opponent == top and self.unlocked < len(self.ladder) and len(h) >= self.k
                 and sum(h) >= self.unlock_win_rate * self.k):
             self.unlocked += 1
 
     @property
-    def max_level(self) -> int:
-        return self.levels[self.unlocked - 1]
+    def top(self) -> str:
+        """The hardest unlocked rung."""
+        return self.ladder[self.unlocked - 1]
 
     def stats(self) -> dict[str, float]:
-        out: dict[str, float] = {"max_level": float(self.max_level)}
-        for lv in self.levels[: self.unlocked]:
-            out[f"win_rate/cpu_{lv}"] = self.win_rate(self.name(lv))
+        out: dict[str, float] = {"unlocked": float(self.unlocked)}
+        for name in self.ladder[: self.unlocked]:
+            out[f"win_rate/{name}"] = self.win_rate(name)
         return out
 
     def state_dict(self) -> dict[str, Any]:
         return {
-            "kind": "cpu_curriculum", "levels": self.levels, "k": self.k, "floor": self.floor,
+            "kind": self.kind, "ladder": self.ladder, "k": self.k, "floor": self.floor,
             "unlock_win_rate": self.unlock_win_rate, "unlocked": self.unlocked,
             "recent": {k: list(v) for k, v in self.recent.items()},
             "totals": self.totals,
@@ -141,3 +154,41 @@ class CpuCurriculum(OpponentSampler):
                 self.totals[k].update({o: int(n) for o, n in v.items()})
         if "rng" in state:
             self.rng.bit_generator.state = state["rng"]
+
+
+class CpuCurriculum(LadderCurriculum):
+    """:class:`LadderCurriculum` over the built-in CPU levels (``cpu:1`` … ``cpu:8``).
+
+    Args:
+        levels: the CPU levels in order of difficulty (default every level the header
+            declares, 1..8).  The other arguments are :class:`LadderCurriculum`'s.
+    """
+
+    kind = "cpu_curriculum"
+
+    def __init__(
+        self, levels: Sequence[int] = CPU_LEVELS, k: int = 20, floor: float = 0.05,
+        unlock_win_rate: float = 0.5, start: int = 1, seed: int | None = None,
+    ) -> None:
+        self.levels = [int(x) for x in levels]
+        super().__init__([self.name(lv) for lv in self.levels], k=k, floor=floor,
+                         unlock_win_rate=unlock_win_rate, start=start, seed=seed)
+
+    @staticmethod
+    def name(level: int) -> str:
+        return CpuLevel(level).spec
+
+    @property
+    def max_level(self) -> int:
+        return self.levels[self.unlocked - 1]
+
+    def stats(self) -> dict[str, float]:
+        out: dict[str, float] = {"max_level": float(self.max_level)}
+        for lv in self.levels[: self.unlocked]:
+            out[f"win_rate/{CpuLevel(lv).key}"] = self.win_rate(self.name(lv))
+        return out
+
+    def state_dict(self) -> dict[str, Any]:
+        out = super().state_dict()
+        del out["ladder"]
+        return {"kind": out.pop("kind"), "levels": self.levels, **out}
