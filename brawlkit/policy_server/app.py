@@ -3,7 +3,9 @@
 Routes (docs/move.md):
 
 * ``POST /move`` — body :class:`~brawlkit.policy_server.policy.MoveRequest`; reply
-  ``{"move": NAME, "logprob": float}``.  A body that does not validate gets 422
+  ``{"move": NAME, "logprob": float}``, plus ``tokens``, ``token_logprobs``, ``prompt``
+  and ``response`` from a chooser that generates text (its ``answer(request)``: the
+  text policy, the language-model adapter), which the rollout workers keep.  A body that does not validate gets 422
   with ``detail`` (pydantic's list) and ``message``, one line naming every bad
   field (``self.x: Field required``).
 * ``GET /moves`` — the declared moves (:data:`brawlkit.policy_server.moves.MOVES`).
@@ -25,6 +27,9 @@ from brawlkit.policy_server.policy import MoveRequest
 
 
 class Chooser(Protocol):
+    """Anything that picks a move; one that also has ``answer(req) -> dict`` (the reply
+    with its extra keys) is asked through that instead."""
+
     label: str
     decision_ticks: int
 
@@ -61,12 +66,21 @@ def create_app(chooser: Chooser, member: str | None = None) -> Any:
                 "message": validation_message(errors)}
         return JSONResponse(status_code=422, content=body)
 
+    answer = getattr(chooser, "answer", None)
+
     @app.post("/move")
-    async def post_move(req: MoveRequest) -> dict[str, Any]:
-        name, logprob = chooser.choose(req)
-        if not math.isfinite(logprob):
-            logprob = -1e9  # JSON has no -inf; "impossible" reads as a huge negative
-        return {"move": name, "logprob": float(logprob)}
+    def post_move(req: MoveRequest) -> dict[str, Any]:
+        # a plain def: FastAPI runs it in its thread pool, so a slow chooser (a language
+        # model's HTTP call) does not stall the event loop for the other workers
+        if answer is not None:
+            out = dict(answer(req))
+        else:
+            name, logprob = chooser.choose(req)
+            out = {"move": name, "logprob": logprob}
+        lp = out.get("logprob")
+        if isinstance(lp, float) and not math.isfinite(lp):
+            out["logprob"] = -1e9  # JSON has no -inf; "impossible" reads as a huge negative
+        return out
 
     @app.get("/moves")
     async def get_moves() -> dict[str, Any]:
