@@ -13,7 +13,13 @@ import pytest
 import torch
 
 from brawlkit.league.curriculum import CpuCurriculum, LadderCurriculum
-from brawlkit.policy_server.move_reward import HEALTH_MAX, STOCK_PERCENT, MoveRewardWeights, assign_rewards, hp_diff
+from brawlkit.policy_server.move_reward import (
+    HEALTH_MAX,
+    STOCK_PERCENT,
+    MoveRewardWeights,
+    assign_rewards,
+    hp_diff,
+)
 from brawlkit.policy_server.moves import HELPLESS_MOVES, NAMES, available_moves
 from brawlkit.policy_server.rollouts import spam_fraction
 from brawlkit.policy_server.trainer import StratifiedBaseline, signal_filter
@@ -101,7 +107,7 @@ def test_stratified_baseline_on_two_difficulties() -> None:
     assert base.values["cpu:1"] == pytest.approx(0.9 * 0.05 + 0.1 * -0.25)
     assert base.values["cpu:3"] == pytest.approx(0.9 * -0.075 + 0.1 * 0.625)
     # one shared mean would have mixed them: the two baselines have opposite signs
-    assert base.values["cpu:1"] < 0 < base.values["cpu:3"]
+    assert base.values["cpu:3"] < 0 < base.values["cpu:1"]
     started = StratifiedBaseline(0.9, start="mean")
     assert started.advantages([1.0, 0.0], ["cpu:2", "cpu:2"]) == pytest.approx([0.5, -0.5])
     assert started.values["cpu:2"] == pytest.approx(0.5)

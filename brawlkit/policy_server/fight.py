@@ -323,7 +323,7 @@ class EndpointSeat(Seat):
             body = request_json(snap.players[1], snap.players[0], start, snap.ticks_left,
                                 self.history)
             ans = self.endpoint.ask(body)
-            name = ans.move if ans.move in body["available"] else NO_MOVE
+            name, _ = judge(ans.move, body["available"])
             d = delay_ticks(ans.latency_s, self.reaction_frames)
             self.active.append((start + d, BY_NAME[name]))
             self.history = (self.history + [name])[-HISTORY:]

@@ -113,8 +113,9 @@ class ChatClient:
             raise ValueError(f"no choices[0].message.content in {str(reply)[:120]}")
         items = ((choice.get("logprobs") or {}).get("content") or []) if isinstance(choice, dict) else []
         lps = [x.get("logprob") for x in items if isinstance(x, dict)]
-        if items and all(isinstance(v, int | float) for v in lps):
-            return content, float(sum(lps)), [str(x.get("token", "")) for x in items]
+        nums = [float(v) for v in lps if isinstance(v, int | float)]
+        if items and len(nums) == len(items):
+            return content, sum(nums), [str(x.get("token", "")) for x in items]
         return content, None, []
 
 

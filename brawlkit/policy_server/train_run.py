@@ -246,6 +246,18 @@ def _summary(out: Path, opts: MoveTrainOptions, evals: list[dict[str, Any]], bat
     return summary
 
 
+def reward_weights(spec: str) -> MoveRewardWeights:
+    """``"damage_weight=1,invalid_penalty=0.2"`` -> the weights with those fields changed."""
+    fields = MoveRewardWeights().to_json()
+    kw: dict[str, float] = {}
+    for part in filter(None, (p.strip() for p in spec.split(","))):
+        key, eq, value = part.partition("=")
+        if not eq or key not in fields:
+            raise ValueError(f"{part!r}: a field=value of {', '.join(fields)}")
+        kw[key] = float(value)
+    return MoveRewardWeights(**kw)
+
+
 def _parser() -> argparse.ArgumentParser:
     d = MoveTrainOptions()
     ap = argparse.ArgumentParser(
@@ -267,6 +279,9 @@ def _parser() -> argparse.ArgumentParser:
                     help="an unseen difficulty's baseline: 0 (the write-up) or its first batch's mean "
                          f"(default {d.baseline_start})")
     ap.add_argument("--eval-vs", default=d.eval_vs, help=f"opponent of the evaluations ({d.eval_vs})")
+    ap.add_argument("--reward", default="", metavar="FIELD=VALUE,...",
+                    help="override the per-move reward's weights (MoveRewardWeights: half_life_frames, "
+                         "damage_weight, win_bonus, invalid_penalty, health_max), e.g. damage_weight=1")
     ap.add_argument("--export", action="store_true", help="write rollouts/batch_NNNNN.jsonl (one row per move)")
     ap.add_argument("--league-dir", default=None, help="record every finished fight in this league directory")
     ap.add_argument("--registry", default=None, help="post every finished fight to this registry (URL)")
@@ -278,8 +293,12 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    kw = {k: v for k, v in vars(args).items() if k not in ("no_progress", "json")}
-    opts = MoveTrainOptions(**kw, progress=not args.no_progress)
+    kw = {k: v for k, v in vars(args).items() if k not in ("no_progress", "json", "reward")}
+    try:
+        reward = reward_weights(args.reward)
+    except ValueError as e:
+        _parser().error(f"--reward: {e}")
+    opts = MoveTrainOptions(**kw, progress=not args.no_progress, reward=reward)
     summary = train(opts)
     print(json.dumps(summary) if args.json else
           f"untrained {summary['untrained_win_rate']:.2f} -> final {summary['final_win_rate']:.2f} "

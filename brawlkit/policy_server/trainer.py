@@ -137,7 +137,7 @@ def update(policy: TextPolicy, opt: torch.optim.Optimizer, batch: Batch, *, epoc
             for idx in torch.randperm(n, generator=g).split(minibatch):
                 logp_tok, ent = policy.logprobs(batch.prompts[idx], batch.responses[idx])
                 logp, adv = logp_tok.sum(-1), batch.advantages[idx]
-                if clip is None:
+                if not clip:  # None or 0: plain REINFORCE
                     pg = -(adv * logp).mean()
                 else:
                     ratio = torch.exp(logp - batch.old_logp[idx])
