@@ -200,3 +200,40 @@ def test_policy_train_exports_and_reaches_league_and_registry(tmp_path: Path) ->
     assert ratings.returncode == 0, ratings.stderr
     assert "tp-test" in ratings.stdout
     assert (out / "policy.pt").is_file() and (out / "summary.json").is_file()
+
+
+# ----------------------------------------------------------------- the notebook
+@pytest.mark.notebooks
+@pytest.mark.training
+def test_move_training_notebook_trains_and_plots(tmp_path: Path) -> None:
+    import nbformat
+    import papermill
+
+    out = tmp_path / "move_training.ipynb"
+    papermill.execute_notebook(str(ROOT / "notebooks" / "move_training.ipynb"), str(out),
+                               parameters={"run_dir": str(tmp_path / "run"), "train_batches": 1,
+                                           "fights_per_batch": 2, "eval_fights": 1, "max_ticks": 600},
+                               kernel_name="python3", cwd=str(tmp_path), progress_bar=False)
+    nb = nbformat.read(str(out), as_version=4)
+    images = sum("image/png" in o.get("data", {}) for c in nb.cells if c.cell_type == "code"
+                 for o in c.get("outputs", []))
+    assert images == 2  # the four curves, and the curriculum's level
+    text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
+    assert "1 batches, 2 fights, 2 evaluations" in text
+
+
+def test_an_endpoint_plays_another_endpoint(tmp_path: Path) -> None:
+    a = Listening([sys.executable, str(EXAMPLE), "--port", "0", "--member", "scripted-a"], tmp_path / "a.log")
+    b = Listening([sys.executable, str(EXAMPLE), "--port", "0", "--policy", "random", "--member", "random-b"],
+                  tmp_path / "b.log")
+    try:
+        r = run_cli("policy", "play", "--endpoint", a.url, "--vs", f"endpoint:{b.url}", "--json", timeout=120)
+    finally:
+        a.stop()
+        b.stop()
+    assert r.returncode == 0, r.stdout + r.stderr
+    res = last_json(r.stdout)
+    m = res["matches"][0]
+    assert res["opponent"] == "random-b" and m["over"] and m["outcome"] in ("win", "loss", "draw")
+    assert m["failed_calls"] == 0 and m["invalid_moves"] == 0
+    assert m["other_stocks"] < 3 or m["self_stocks"] < 3  # both fighters really played

@@ -174,31 +174,53 @@ def test_spam_fraction_is_the_share_of_the_most_played_move() -> None:
 
 
 # ----------------------------------------------------------------- the text policy's tokens
-def test_text_policy_logprobs_are_the_sampled_ones_and_learnable() -> None:
+def _text_req() -> object:
     from brawlkit.policy_server.policy import MoveRequest
-    from brawlkit.policy_server.text_policy import MAX_PIECES, OUT_TOKENS, TextPolicy
+
+    f = dict(x=-40.0, y=0.0, vx=0.0, vy=0.0, damage=12.0, shield=60.0, stocks=3, facing=1, flags=1)
+    return MoveRequest.model_validate({"self": f, "opponent": {**f, "x": 40.0}, "ticks_left": 8880,
+                                       "last_moves": ["jump", "attack_right"]})
+
+
+@pytest.mark.parametrize("response", ["names", "pieces"])
+def test_text_policy_logprobs_are_the_sampled_ones_and_learnable(response: str) -> None:
+    from brawlkit.policy_server.text_policy import TextPolicy, TextPolicyConfig
 
     torch.set_num_threads(1)
-    f = dict(x=-40.0, y=0.0, vx=0.0, vy=0.0, damage=12.0, shield=60.0, stocks=3, facing=1, flags=1)
-    req = MoveRequest.model_validate({"self": f, "opponent": {**f, "x": 40.0}, "ticks_left": 8880,
-                                      "last_moves": ["jump", "attack_right"]})
-    pol = TextPolicy(seed=3)
+    req = _text_req()
+    pol = TextPolicy(TextPolicyConfig(response=response), seed=3)
     a = pol.answer(req)
-    assert a["move"] == TextPolicy.response_text(a["tokens"]) and len(a["tokens"]) <= MAX_PIECES + 1
+    assert a["move"] == pol.response_text(a["tokens"]) and len(a["tokens"]) <= pol.max_response
     assert "opponent: 80 right 0 up" in a["prompt"] and "your last moves: jump attack_right" in a["prompt"]
-    toks = a["tokens"] + [-1] * (MAX_PIECES + 1 - len(a["tokens"]))
-    lp, _ = pol.logprobs(torch.tensor([pol.encode_prompt(a["prompt"])]), torch.tensor([toks]))
-    assert float(lp.detach().sum()) == pytest.approx(a["logprob"], abs=1e-5)
-    # a few REINFORCE steps on "attack_right" (+1) make it the greedy answer
-    target = [OUT_TOKENS.index("attack"), OUT_TOKENS.index("right"), len(OUT_TOKENS) - 1, -1]
-    opt = torch.optim.Adam(pol.net.parameters(), lr=0.05)
+    toks = a["tokens"] + [-1] * (pol.max_response - len(a["tokens"]))
     prompts = torch.tensor([pol.encode_prompt(a["prompt"])])
+    lp, _ = pol.logprobs(prompts, torch.tensor([toks]))
+    assert float(lp.detach().sum()) == pytest.approx(a["logprob"], abs=1e-5)
+    # a few likelihood steps on "attack_right" make it the greedy answer
+    out = pol.out_tokens
+    target = [out.index("attack"), out.index("right"), out.index("<eos>"), -1] if response == "pieces" \
+        else [out.index("attack_right")]
+    opt = torch.optim.Adam(pol.net.parameters(), lr=0.05)
     for _ in range(30):
         lp, _ = pol.logprobs(prompts, torch.tensor([target]))
         opt.zero_grad()
         (-lp.sum()).backward()
         opt.step()
-    assert TextPolicy.response_text(pol.sample(pol.encode_prompt(a["prompt"]), greedy=True)[0]) == "attack_right"
+    assert pol.response_text(pol.sample(pol.encode_prompt(a["prompt"]), greedy=True)[0]) == "attack_right"
+
+
+def test_untrained_text_policy_invalid_rates() -> None:
+    """What the two response vocabularies start from (docs/move_training.md): spelling
+    pieces, almost every answer is no move; naming moves, every answer is one."""
+    from brawlkit.policy_server.text_policy import TextPolicy, TextPolicyConfig
+
+    torch.set_num_threads(1)
+    req = _text_req()
+    rates = {}
+    for response in ("pieces", "names"):
+        pol = TextPolicy(TextPolicyConfig(response=response), seed=0)
+        rates[response] = sum(pol.answer(req)["move"] not in NAMES for _ in range(400)) / 400
+    assert rates["pieces"] > 0.85 and rates["names"] == 0.0
 
 
 # ----------------------------------------------------------------- the adapter's parser

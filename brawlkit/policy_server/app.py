@@ -68,10 +68,7 @@ def create_app(chooser: Chooser, member: str | None = None) -> Any:
 
     answer = getattr(chooser, "answer", None)
 
-    @app.post("/move")
-    def post_move(req: MoveRequest) -> dict[str, Any]:
-        # a plain def: FastAPI runs it in its thread pool, so a slow chooser (a language
-        # model's HTTP call) does not stall the event loop for the other workers
+    def reply(req: MoveRequest) -> dict[str, Any]:
         if answer is not None:
             out = dict(answer(req))
         else:
@@ -81,6 +78,17 @@ def create_app(chooser: Chooser, member: str | None = None) -> Any:
         if isinstance(lp, float) and not math.isfinite(lp):
             out["logprob"] = -1e9  # JSON has no -inf; "impossible" reads as a huge negative
         return out
+
+    if getattr(chooser, "blocking", False):
+        # a chooser that waits on I/O (a language model's server): a plain def runs in
+        # FastAPI's thread pool, so one slow answer does not stall the other workers
+        @app.post("/move")
+        def post_move_blocking(req: MoveRequest) -> dict[str, Any]:
+            return reply(req)
+    else:
+        @app.post("/move")
+        async def post_move(req: MoveRequest) -> dict[str, Any]:
+            return reply(req)  # compute-only and fast: no thread hop
 
     @app.get("/moves")
     async def get_moves() -> dict[str, Any]:

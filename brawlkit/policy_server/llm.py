@@ -122,6 +122,9 @@ class ChatClient:
 class LlmChooser:
     """The ``/move`` chooser of a chat model: prompt, parse, re-ask once, then give up."""
 
+    #: it waits on the chat server: the endpoint answers it from a thread pool
+    blocking = True
+
     def __init__(self, client: ChatClient, budget_s: float = DEFAULT_BUDGET_S,
                  decision_ticks: int = 8) -> None:
         self.client, self.budget_s = client, float(budget_s)

@@ -36,6 +36,7 @@ import time
 import traceback
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
+from pathlib import Path
 from typing import Any
 
 from brawlkit.env.brawlpit import EnvError
@@ -72,7 +73,9 @@ def resolve_opponent(spec: str, league_dir: str | None = None, *, decision_ticks
         from brawlkit.league.opponents import FrozenOpponent
 
         member = LeagueDir(league_dir, create=False).member(spec[len(MEMBER_PREFIX):])
-        return FrozenOpponent(member, league_dir, env_layout=2), member.id
+        frozen = FrozenOpponent(member, league_dir, env_layout=2)
+        frozen.period = int(frozen.policy.meta.action_repeat)  # type: ignore[attr-defined]
+        return frozen, member.id
     if spec.startswith(ENDPOINT_PREFIX):
         url = spec[len(ENDPOINT_PREFIX):]
         info = MoveEndpoint(url, timeout=timeout).info()
@@ -220,6 +223,13 @@ class RolloutRunner:
         self.workers = [_Worker(self._ctx, cfg) for _ in range(self.n)]
         self.voids: dict[str, int] = {}
         self.replaced = 0
+        self._spent = 0.0
+
+    def cpu_seconds(self) -> float:
+        """CPU time (user + system) used so far by the live workers and their game
+        servers, plus the workers already replaced: what a run costs on a shared machine,
+        where wall-clock time says more about the neighbours than about the run."""
+        return self._spent + sum(_tree_cpu(w.proc.pid or 0) for w in self.workers)
 
     def busy(self) -> list[tuple[int, int | None, int]]:
         """(worker pid, index of the fight it plays or None, its server's pid or 0)."""
@@ -231,6 +241,7 @@ class RolloutRunner:
         self.voids[kind] = self.voids.get(kind, 0) + 1
 
     def _replace(self, k: int) -> None:
+        self._spent += _tree_cpu(self.workers[k].proc.pid or 0)
         self.workers[k].kill()
         self.workers[k] = _Worker(self._ctx, self.cfg)
         self.replaced += 1
@@ -295,6 +306,19 @@ class RolloutRunner:
             except (OSError, BrokenPipeError):
                 pass
             w.kill()
+
+
+def _tree_cpu(pid: int) -> float:
+    """User + system CPU seconds of ``pid`` and its children (Linux ``/proc``; 0 if gone)."""
+    if not pid:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return 0.0
+    own = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return own + sum(_tree_cpu(int(k)) for k in kids)
 
 
 def spam_fraction(steps: list[MoveStep]) -> float:

@@ -9,14 +9,15 @@ tiny decoder-only language model over words (docs/move_training.md):
   into words (:func:`~brawlkit.policy_server.prompt.tokenize`), left-padded to
   :data:`PROMPT_TOKENS` (the same padding when serving and when training, so a
   token's log-probability is the same number in both), then ``<sep>``.
-* **Response.** Up to :data:`MAX_PIECES` move pieces (``attack``, ``right``, ``no``,
-  ``move``, …; :data:`OUT_TOKENS`) and ``<eos>``, sampled one token at a time; the
-  move name is the pieces joined by ``_``.  Nothing forces the pieces to form a move:
-  ``up_shield`` is a possible answer, which the worker plays as ``no_move`` and the
-  reward penalises — so the invalid-move rate is a real number that training drives
-  down, as it is for an LLM.
+* **Response.** Sampled one token at a time from the head's vocabulary
+  (:data:`OUT_VOCABS`): by default one token, a move name — so an answer can still be
+  invalid, a move the state does not offer (a jump with no jump left, the up-special
+  while helpless), which the worker plays as ``no_move`` and the reward penalises; or
+  (``response="pieces"``) up to :data:`MAX_PIECES` pieces (``attack``, ``right``,
+  ``no``, ``move``, …) and ``<eos>``, joined by ``_``, where nothing forces the pieces
+  to form a move (``up_shield``).
 * **Net.** One GRU (embedding 32, hidden 96) over prompt, ``<sep>`` and the response
-  so far; a linear head over :data:`OUT_TOKENS`.  ~50 k parameters: a forward pass
+  so far; a linear head over the response vocabulary.  ~50 k parameters: a forward pass
   per decision is well under a millisecond on one core.
 
 :class:`TextPolicy` answers ``/move`` requests (``answer`` returns the move, its
@@ -43,18 +44,28 @@ PAD, UNK, SEP, EOS = "<pad>", "<unk>", "<sep>", "<eos>"
 PROMPT_TOKENS = 48
 #: the most pieces a response has (``up_special_right`` is three)
 MAX_PIECES = 3
-#: what the head can write: every piece of every move name, then ``<eos>``
-OUT_TOKENS: tuple[str, ...] = (*dict.fromkeys(p for n in NAMES for p in tokenize(n)), EOS)
-EOS_ID = len(OUT_TOKENS) - 1
+#: what the head can write, by response vocabulary (:class:`TextPolicyConfig.response`):
+#: ``pieces`` — every piece of every move name, then ``<eos>``; ``names`` — the move names
+OUT_VOCABS: dict[str, tuple[str, ...]] = {
+    "pieces": (*dict.fromkeys(p for n in NAMES for p in tokenize(n)), EOS),
+    "names": NAMES,
+}
 
 
 @dataclass(frozen=True)
 class TextPolicyConfig:
-    """The net's shape and its sampling temperature."""
+    """The net's shape, its response vocabulary and its sampling temperature.
+
+    ``response``: ``names`` (default) — one token, a move name (the vocabulary an LLM's
+    tokenizer gives common words: a move is a word), so an invalid answer is a move the
+    state does not offer; ``pieces`` — the name spelled in pieces, up to three and
+    ``<eos>`` (``up_shield`` possible), so the model must first learn to spell: untrained,
+    96 % of its answers are no move (docs/move_training.md measures both)."""
 
     embed: int = 32
     hidden: int = 96
     temperature: float = 1.0
+    response: str = "names"
 
 
 class _Net(nn.Module):
@@ -73,12 +84,18 @@ class TextPolicy:
     def __init__(self, cfg: TextPolicyConfig | None = None, seed: int = 0,
                  decision_ticks: int = 8) -> None:
         self.cfg = cfg or TextPolicyConfig()
+        if self.cfg.response not in OUT_VOCABS:
+            raise ValueError(f"response must be one of {sorted(OUT_VOCABS)}, got {self.cfg.response!r}")
+        self.out_tokens = OUT_VOCABS[self.cfg.response]
+        #: tokens in a response at most (a names response is one token, no <eos>)
+        self.max_response = MAX_PIECES + 1 if self.cfg.response == "pieces" else 1
+        self.eos_id = self.out_tokens.index(EOS) if EOS in self.out_tokens else None
         self.vocab = [PAD, UNK, SEP, *vocabulary()]
         self.index = {t: i for i, t in enumerate(self.vocab)}
         torch.manual_seed(seed)
-        self.net = _Net(len(self.vocab), len(OUT_TOKENS), self.cfg)
+        self.net = _Net(len(self.vocab), len(self.out_tokens), self.cfg)
         #: the vocabulary id of each output token (what a sampled piece reads as next)
-        self.out_in = torch.tensor([self.index.get(t, self.index[UNK]) for t in OUT_TOKENS])
+        self.out_in = torch.tensor([self.index.get(t, self.index[UNK]) for t in self.out_tokens])
         self.gen = torch.Generator().manual_seed(seed)
         self.decision_ticks = decision_ticks
         self.lock = threading.Lock()  # the endpoint's thread samples, the trainer updates
@@ -90,10 +107,9 @@ class TextPolicy:
         ids = [self.index.get(t, unk) for t in tokenize(text)][-PROMPT_TOKENS:]
         return [self.index[PAD]] * (PROMPT_TOKENS - len(ids)) + ids
 
-    @staticmethod
-    def response_text(tokens: list[int]) -> str:
+    def response_text(self, tokens: list[int]) -> str:
         """The move name the response tokens spell (pieces joined by ``_``)."""
-        return "_".join(OUT_TOKENS[t] for t in tokens if t != EOS_ID)
+        return "_".join(self.out_tokens[t] for t in tokens if t != self.eos_id)
 
     # ------------------------------------------------------------------ serving
     @torch.no_grad()
@@ -105,17 +121,17 @@ class TextPolicy:
         last = out[:, -1]
         tokens: list[int] = []
         logps: list[float] = []
-        for _ in range(MAX_PIECES + 1):
+        while True:
             logp = torch.log_softmax(net.head(last) / self.cfg.temperature, dim=-1)[0]
             t = int(logp.argmax()) if greedy else int(torch.multinomial(logp.exp(), 1, generator=self.gen))
+            if self.eos_id is not None and t != self.eos_id and len(tokens) == MAX_PIECES:
+                break  # a 4th piece is never kept: the response ends after three
             tokens.append(t)
             logps.append(float(logp[t]))
-            if t == EOS_ID or len(tokens) > MAX_PIECES:
+            if t == self.eos_id or len(tokens) >= self.max_response:
                 break
             last, h = net.gru(net.emb(self.out_in[t].view(1, 1)), h)
             last = last[:, -1]
-        if tokens[-1] != EOS_ID and len(tokens) > MAX_PIECES:  # a 4th piece is never kept
-            tokens, logps = tokens[:MAX_PIECES], logps[:MAX_PIECES]
         return tokens, logps
 
     def answer(self, req: Any) -> dict[str, Any]:
@@ -156,7 +172,7 @@ class TextPolicy:
         path = Path(path)
         tmp = path.with_name(f".{path.name}.tmp")
         torch.save({"format": "brawlkit-text-policy", "version": 1, "config": asdict(self.cfg),
-                    "vocab": self.vocab, "out_tokens": list(OUT_TOKENS),
+                    "vocab": self.vocab, "out_tokens": list(self.out_tokens),
                     "decision_ticks": self.decision_ticks, "state_dict": self.net.state_dict(),
                     "meta": meta or {}}, tmp)
         tmp.replace(path)
@@ -167,7 +183,7 @@ class TextPolicy:
         if blob.get("format") != "brawlkit-text-policy":
             raise ValueError(f"{path} is not a text policy")
         pol = cls(TextPolicyConfig(**blob["config"]), decision_ticks=int(blob["decision_ticks"]))
-        if blob["vocab"] != pol.vocab or tuple(blob["out_tokens"]) != OUT_TOKENS:
+        if blob["vocab"] != pol.vocab or tuple(blob["out_tokens"]) != pol.out_tokens:
             raise ValueError(f"{path} was trained with another vocabulary")
         pol.net.load_state_dict(blob["state_dict"])
         pol.label = Path(path).name

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import threading
 import time
@@ -63,6 +64,7 @@ class MoveTrainOptions:
     epochs: int = 2
     minibatch: int = 512
     temperature: float = 1.0
+    response: str = "names"
     baseline_decay: float = 0.9
     baseline_start: str = "mean"
     curriculum_k: int = 10
@@ -118,6 +120,7 @@ def _evaluate(runner: RolloutRunner, opts: MoveTrainOptions, n: int, sink: Resul
     _post(sink, opts, results)
     m = batch_metrics(results, fight_rewards([r for r in results if r.ok], opts.reward))
     return {"kind": "eval", "batch": batch, "time_s": round(time.monotonic() - t0, 1),
+            "cpu_s": _cpu(runner),
             "vs": opts.eval_vs, **m, "eval_win_rate": m["win_rate"].get(opts.eval_vs, 0.0)}
 
 
@@ -180,7 +183,7 @@ def train(opts: MoveTrainOptions) -> dict[str, Any]:
     torch.set_num_threads(1)
     out = Path(opts.out)
     (out / "rollouts").mkdir(parents=True, exist_ok=True)
-    policy = TextPolicy(TextPolicyConfig(temperature=opts.temperature), seed=opts.seed,
+    policy = TextPolicy(TextPolicyConfig(temperature=opts.temperature, response=opts.response), seed=opts.seed,
                         decision_ticks=opts.decision_ticks)
     st = _State(policy, torch.optim.Adam(policy.net.parameters(), lr=opts.lr),
                 CpuCurriculum(k=opts.curriculum_k, floor=opts.curriculum_floor, seed=opts.seed),
@@ -204,7 +207,8 @@ def train(opts: MoveTrainOptions) -> dict[str, Any]:
                 specs = [FightSpec(seed=int(rng.integers(2**31)), opponent=st.curriculum.sample(),
                                    max_ticks=opts.max_ticks) for _ in range(opts.fights_per_batch)]
                 line = _learn(st, opts, runner.run(specs, desc=f"batch {b}"), b, out)
-                _log(log, {"kind": "batch", "batch": b, "time_s": round(time.monotonic() - t0, 1), **line})
+                _log(log, {"kind": "batch", "batch": b, "time_s": round(time.monotonic() - t0, 1),
+                           "cpu_s": _cpu(runner), **line})
                 b += 1
                 bar.update(1 if opts.batches else round(time.monotonic() - t0) - bar.n)
                 bar.set_postfix(level=line["unlocked"], invalid=round(line["invalid_rate"] or 0, 3),
@@ -225,19 +229,28 @@ def train(opts: MoveTrainOptions) -> dict[str, Any]:
     return _summary(out, opts, evals, b, t0, st, runner)
 
 
+def _cpu(runner: RolloutRunner) -> float:
+    """CPU seconds of the whole run so far: this process (trainer and endpoint), the
+    workers and their servers."""
+    t = os.times()
+    return round(t.user + t.system + runner.cpu_seconds(), 1)
+
+
 def _jsonable(opts: MoveTrainOptions) -> dict[str, Any]:
     return json.loads(json.dumps(asdict(opts), default=str))
 
 
 def _summary(out: Path, opts: MoveTrainOptions, evals: list[dict[str, Any]], batches: int, t0: float,
              st: _State, runner: RolloutRunner) -> dict[str, Any]:
-    first_07 = next((e["time_s"] for e in evals if e["eval_win_rate"] >= 0.7), None)
+    first_07 = next((e for e in evals if e["eval_win_rate"] >= 0.7), None)
     summary = {"out": str(out), "seed": opts.seed, "member": opts.member_id, "batches": batches,
                "minutes": round((time.monotonic() - t0) / 60, 2),
+               "cpu_minutes": round(evals[-1]["cpu_s"] / 60, 2),
                "untrained_win_rate": evals[0]["eval_win_rate"],
                "final_win_rate": evals[-1]["eval_win_rate"], "eval_vs": opts.eval_vs,
                "best_win_rate": max(e["eval_win_rate"] for e in evals),
-               "first_time_s_at_0.7": first_07, "max_level_unlocked": st.curriculum.max_level,
+               "first_at_0.7": first_07 and {k: first_07[k] for k in ("batch", "time_s", "cpu_s")},
+               "max_level_unlocked": st.curriculum.max_level,
                "final_invalid_rate": evals[-1]["invalid_rate"],
                "final_spam_fraction": evals[-1]["spam_fraction"], "voids": runner.voids,
                "workers_replaced": runner.replaced, "sent": st.sink.counts,
@@ -278,6 +291,9 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--baseline-start", choices=("zero", "mean"), default=d.baseline_start,
                     help="an unseen difficulty's baseline: 0 (the write-up) or its first batch's mean "
                          f"(default {d.baseline_start})")
+    ap.add_argument("--response", choices=("names", "pieces"), default=d.response,
+                    help="the text policy's response vocabulary: one move-name token, or the name "
+                         f"spelled in pieces (default {d.response}; docs/move_training.md)")
     ap.add_argument("--eval-vs", default=d.eval_vs, help=f"opponent of the evaluations ({d.eval_vs})")
     ap.add_argument("--reward", default="", metavar="FIELD=VALUE,...",
                     help="override the per-move reward's weights (MoveRewardWeights: half_life_frames, "

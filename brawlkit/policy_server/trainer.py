@@ -40,7 +40,7 @@ import torch
 from brawlkit.common.io import atomic_write_bytes
 from brawlkit.policy_server.move_reward import MoveRewardWeights, assign_rewards
 from brawlkit.policy_server.rollouts import FightResult, spam_fraction
-from brawlkit.policy_server.text_policy import MAX_PIECES, TextPolicy
+from brawlkit.policy_server.text_policy import TextPolicy
 
 
 class StratifiedBaseline:
@@ -111,7 +111,7 @@ class Batch:
                 if not isinstance(toks, list) or not isinstance(text, str) or not toks:
                     continue  # a failed call: no tokens were generated
                 prompts.append(policy.encode_prompt(text))
-                responses.append(toks + [-1] * (MAX_PIECES + 1 - len(toks)))
+                responses.append(toks + [-1] * (policy.max_response - len(toks)))
                 adv.append(x)
                 old.append(sum(step.extra.get("token_logprobs") or [0.0]))
         if not prompts:
