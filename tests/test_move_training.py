@@ -191,7 +191,7 @@ def test_text_policy_logprobs_are_the_sampled_ones_and_learnable(response: str) 
     pol = TextPolicy(TextPolicyConfig(response=response), seed=3)
     a = pol.answer(req)
     assert a["move"] == pol.response_text(a["tokens"]) and len(a["tokens"]) <= pol.max_response
-    assert "opponent: 80 right 0 up" in a["prompt"] and "your last moves: jump attack_right" in a["prompt"]
+    assert "opponent: far 80 right 0 up" in a["prompt"] and "your last moves: jump attack_right" in a["prompt"]
     toks = a["tokens"] + [-1] * (pol.max_response - len(a["tokens"]))
     prompts = torch.tensor([pol.encode_prompt(a["prompt"])])
     lp, _ = pol.logprobs(prompts, torch.tensor([toks]))

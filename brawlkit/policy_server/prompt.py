@@ -5,6 +5,9 @@ the model's fighter, the opponent relative to it, the clock, the last moves —
 with numbers rounded to what a player would judge by eye (positions to 10 stage
 units, damage to 10 %, the clock to 10 s).  Both consumers read the same lines:
 
+Besides the numbers, a few words say what a player sees at a glance: the opponent
+``close`` / ``near`` / ``far``, a fighter ``near edge`` or ``offstage``.
+
 * the small text policy trained here (:mod:`brawlkit.policy_server.text_policy`)
   reads them as word tokens (:func:`tokenize`: lower-case words and signed integers,
   a move name as its pieces ``attack_right`` -> ``attack right``);
@@ -14,13 +17,14 @@ units, damage to 10 %, the clock to 10 s).  Both consumers read the same lines:
 Example (docs/move_training.md shows more)::
 
     you: x -40 y 0, ground, facing right, 30%, 3 stocks, shield 60, jump ready, idle
-    opponent: 80 right 0 up, ground, 0%, 3 stocks, walk
+    opponent: far 80 right 0 up, ground, 0%, 3 stocks, walk
     time: 150 s left
     your last moves: jump attack_right
 """
 
 from __future__ import annotations
 
+import math
 import re
 
 from brawlkit.wire.constants import C
@@ -33,6 +37,10 @@ STATE_WORDS: dict[int, str] = {
 _ON_GROUND = int(C.BP_PLAYER_FLAG_ON_GROUND)
 _OFFSTAGE = int(C.BP_PLAYER_FLAG_OFFSTAGE)
 _TOKEN_RE = re.compile(r"[a-z]+|-?\d+")
+#: |x| beyond which a fighter on the stage is near its edge (the edges are ±BP_STAGE_HALF_WIDTH)
+_EDGE = float(C.BP_STAGE_HALF_WIDTH) - 20.0
+#: distances (stage units) of "close" (a jab's reach and a little) and "near"
+_CLOSE, _NEAR = 20.0, 60.0
 
 
 def _r(value: float, step: int) -> int:
@@ -45,7 +53,15 @@ def _fighter_words(f: object) -> list[str]:
     words = ["ground" if flags & _ON_GROUND else "air"]
     if flags & _OFFSTAGE:
         words.append("offstage")
+    elif abs(float(f.x)) > _EDGE:  # type: ignore[attr-defined]
+        words.append("near edge")
     return words
+
+
+def _distance_word(d: float) -> str:
+    """How far the opponent is, as a player would say it: close (in reach of a jab),
+    near, far."""
+    return "close" if d < _CLOSE else ("near" if d < _NEAR else "far")
 
 
 def render_state(req: object) -> str:
@@ -56,7 +72,7 @@ def render_state(req: object) -> str:
     you = [f"x {_r(me.x, 10)} y {_r(me.y, 10)}", *_fighter_words(me), f"facing {facing}",
            f"{_r(me.damage, 10)}%", f"{me.stocks} stocks", f"shield {_r(me.shield, 10)}",
            "jump ready" if me.jumps_left > 0 else "no jump", STATE_WORDS.get(me.action_state, "unknown")]
-    them = [f"{_r(abs(dx), 10)} {'right' if dx >= 0 else 'left'} "
+    them = [f"{_distance_word(math.hypot(dx, dy))} {_r(abs(dx), 10)} {'right' if dx >= 0 else 'left'} "
             f"{_r(abs(dy), 10)} {'up' if dy >= 0 else 'down'}", *_fighter_words(op),
             f"{_r(op.damage, 10)}%", f"{op.stocks} stocks", STATE_WORDS.get(op.action_state, "unknown")]
     lines = [f"you: {', '.join(you)}", f"opponent: {', '.join(them)}",
@@ -80,7 +96,7 @@ def vocabulary() -> list[str]:
 
     words = ["you", "x", "y", "ground", "air", "offstage", "facing", "right", "left", "stocks",
              "shield", "jump", "ready", "no", "opponent", "up", "down", "time", "s", "your",
-             "last", "moves", "none", "unknown", *STATE_WORDS.values()]
+             "last", "moves", "none", "unknown", "near", "edge", "close", "far", *STATE_WORDS.values()]
     for name in NAMES:
         words += tokenize(name)
     span = int(max(C.BP_BLAST_X, C.BP_BLAST_TOP) * 2.5) // 10 * 10
