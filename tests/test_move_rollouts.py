@@ -170,7 +170,8 @@ def test_llm_serve_plays_a_full_match_and_is_rated(tmp_path: Path) -> None:
 @pytest.mark.training
 def test_policy_train_exports_and_reaches_league_and_registry(tmp_path: Path) -> None:
     reg = RegistryServer(f"sqlite:///{tmp_path / 'registry.db'}", tmp_path / "registry-data")
-    env = {**os.environ, "BRAWLKIT_AGENT_ID": "mover", "BRAWLKIT_AGENT_SECRET": add_agent(reg.db_url, "mover", "write"),
+    secret = add_agent(reg.db_url, "mover", "write")
+    env = {**os.environ, "BRAWLKIT_AGENT_ID": "mover", "BRAWLKIT_AGENT_SECRET": secret,
            "BRAWLKIT_REGISTRY_CACHE": str(tmp_path / "cache")}
     out, league = tmp_path / "run", tmp_path / "league"
     import subprocess
@@ -184,7 +185,10 @@ def test_policy_train_exports_and_reaches_league_and_registry(tmp_path: Path) ->
                            cwd=ROOT, env=env)
         assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-4000:]
         summary = last_json(r.stdout)
-        ratings = run_cli("registry", "ratings", "--url", reg.url, "--json", timeout=60)
+        from brawlkit.registry.client import RegistryClient
+
+        client = RegistryClient(reg.url, "mover", secret, cache_dir=tmp_path / "cache2")
+        stored, ratings = client.matches(), client.ratings()
     finally:
         reg.stop()
     lines = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
@@ -197,8 +201,9 @@ def test_policy_train_exports_and_reaches_league_and_registry(tmp_path: Path) ->
     n = 1 + 2 + 1  # every finished fight: two evaluations and a batch
     assert summary["sent"]["league"] == n and summary["sent"]["registry"] == n
     assert len(LeagueDir(league).matches()) == n
-    assert ratings.returncode == 0, ratings.stderr
-    assert "tp-test" in ratings.stdout
+    assert sorted(m.to_json().items() for m in stored) == \
+        sorted(m.to_json().items() for m in LeagueDir(league).matches())  # the same matches in both
+    assert "tp-test" in json.dumps(ratings)  # rated beside the league
     assert (out / "policy.pt").is_file() and (out / "summary.json").is_file()
 
 
