@@ -141,6 +141,18 @@ def test_llm_adapter_handles_every_kind_of_answer(tmp_path: Path) -> None:
     assert "available moves: no_move, left" in got[0]["prompt"] and "you: x -40 y 0" in got[0]["prompt"]
 
 
+def _play(procs: list[Listening], *args: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``policy play ARGS --json`` (one match), then stop ``procs``: (summary, the match)."""
+    try:
+        r = run_cli("policy", "play", *args, "--json", timeout=300)
+    finally:
+        for p in procs:
+            p.stop()
+    assert r.returncode == 0, r.stdout + r.stderr
+    res = last_json(r.stdout)
+    return res, res["matches"][0]
+
+
 def test_llm_serve_plays_a_full_match_and_is_rated(tmp_path: Path) -> None:
     script = "valid*12,case,chatty,invalid,valid,invalid,invalid,malformed,valid,missing,empty,valid*10,slow"
     fake = Listening([sys.executable, str(FAKE_CHAT), "--port", "0", "--script", script,
@@ -148,15 +160,8 @@ def test_llm_serve_plays_a_full_match_and_is_rated(tmp_path: Path) -> None:
     srv = Listening([sys.executable, "-m", "brawlkit", "policy", "serve", "--llm", fake.url, "--model", "fake",
                      "--budget-ms", "250", "--member", "llm-fake", "--port", "0"], tmp_path / "serve.log")
     league = tmp_path / "league"
-    try:
-        r = run_cli("policy", "play", "--endpoint", srv.url, "--vs", "cpu:1", "--league-dir", str(league),
-                    "--seed", "4", "--reaction-frames", "6", "--json", timeout=300)
-    finally:
-        srv.stop()
-        fake.stop()
-    assert r.returncode == 0, r.stdout + r.stderr
-    res = last_json(r.stdout)
-    m = res["matches"][0]
+    res, m = _play([srv, fake], "--endpoint", srv.url, "--vs", "cpu:1", "--league-dir", str(league),
+                   "--seed", "4", "--reaction-frames", "6")
     assert m["over"] and m["outcome"] in ("win", "loss", "draw") and m["recorded"], m
     assert m["failed_calls"] == 0 and m["invalid_moves"] > 0  # nothing fatal; bad answers penalised
     assert res["member"] == "llm-fake" and res["decision_ticks"] == 8
@@ -167,33 +172,42 @@ def test_llm_serve_plays_a_full_match_and_is_rated(tmp_path: Path) -> None:
 
 
 # ----------------------------------------------------------------- the trainer, end to end
-@pytest.mark.training
-def test_policy_train_exports_and_reaches_league_and_registry(tmp_path: Path) -> None:
-    reg = RegistryServer(f"sqlite:///{tmp_path / 'registry.db'}", tmp_path / "registry-data")
-    secret = add_agent(reg.db_url, "mover", "write")
-    env = {**os.environ, "BRAWLKIT_AGENT_ID": "mover", "BRAWLKIT_AGENT_SECRET": secret,
-           "BRAWLKIT_REGISTRY_CACHE": str(tmp_path / "cache")}
-    out, league = tmp_path / "run", tmp_path / "league"
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """One ``policy train`` of a batch with ``--export``, ``--league-dir`` and
+    ``--registry`` (a real registry service): its summary, files and what the registry holds."""
     import subprocess
 
+    from brawlkit.registry.client import RegistryClient
+
+    tmp = tmp_path_factory.mktemp("tiny_run")
+    reg = RegistryServer(f"sqlite:///{tmp / 'registry.db'}", tmp / "registry-data")
+    secret = add_agent(reg.db_url, "mover", "write")
+    env = {**os.environ, "BRAWLKIT_AGENT_ID": "mover", "BRAWLKIT_AGENT_SECRET": secret,
+           "BRAWLKIT_REGISTRY_CACHE": str(tmp / "cache")}
+    out, league = tmp / "run", tmp / "league"
     try:
         r = subprocess.run([sys.executable, "-m", "brawlkit", "policy", "train", "--out", str(out),
                             "--batches", "1", "--fights-per-batch", "2", "--eval-fights", "1",
-                            "--final-eval-fights", "1", "--export", "--league-dir",
-                            str(league), "--registry", reg.url, "--member", "tp-test", "--no-progress",
-                            "--json", "--seed", "5"], capture_output=True, text=True, timeout=600,
-                           cwd=ROOT, env=env)
+                            "--final-eval-fights", "1", "--export", "--league-dir", str(league),
+                            "--registry", reg.url, "--member", "tp-test", "--no-progress", "--json",
+                            "--seed", "5"], capture_output=True, text=True, timeout=600, cwd=ROOT, env=env)
         assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-4000:]
-        summary = last_json(r.stdout)
-        from brawlkit.registry.client import RegistryClient
-
-        client = RegistryClient(reg.url, "mover", secret, cache_dir=tmp_path / "cache2")
+        client = RegistryClient(reg.url, "mover", secret, cache_dir=tmp / "cache2")
         stored, ratings = client.matches(), client.ratings()
     finally:
         reg.stop()
+    return {"summary": last_json(r.stdout), "out": out, "league": league, "stored": stored,
+            "ratings": ratings}
+
+
+@pytest.mark.training
+def test_policy_train_exports_and_reaches_league_and_registry(tiny_run: dict[str, Any]) -> None:
+    out, league, summary = tiny_run["out"], tiny_run["league"], tiny_run["summary"]
     lines = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
     assert [x["kind"] for x in lines] == ["eval", "batch", "eval"]
     assert all(set(x["win_rate"]) <= {"cpu:1"} and 0 <= x["invalid_rate"] <= 1 for x in lines)
+    assert lines[1]["grad_steps"] >= 1 and lines[1]["cpu_s"] > 0
     rows = [json.loads(x) for p in sorted((out / "rollouts").glob("*.jsonl")) for x in p.read_text().splitlines()]
     assert rows and all(isinstance(x["prompt"], str) and isinstance(x["completion"], str)
                         and isinstance(x["reward"], float) and isinstance(x["advantage"], float)
@@ -201,23 +215,22 @@ def test_policy_train_exports_and_reaches_league_and_registry(tmp_path: Path) ->
     n = 1 + 2 + 1  # every finished fight: two evaluations and a batch
     assert summary["sent"]["league"] == n and summary["sent"]["registry"] == n
     assert len(LeagueDir(league).matches()) == n
-    assert sorted(m.to_json().items() for m in stored) == \
+    assert sorted(m.to_json().items() for m in tiny_run["stored"]) == \
         sorted(m.to_json().items() for m in LeagueDir(league).matches())  # the same matches in both
-    assert "tp-test" in json.dumps(ratings)  # rated beside the league
+    assert "tp-test" in json.dumps(tiny_run["ratings"])  # rated beside the league
     assert (out / "policy.pt").is_file() and (out / "summary.json").is_file()
 
 
 # ----------------------------------------------------------------- the notebook
 @pytest.mark.notebooks
 @pytest.mark.training
-def test_move_training_notebook_trains_and_plots(tmp_path: Path) -> None:
+def test_move_training_notebook_plots_a_run(tiny_run: dict[str, Any], tmp_path: Path) -> None:
     import nbformat
     import papermill
 
     out = tmp_path / "move_training.ipynb"
     papermill.execute_notebook(str(ROOT / "notebooks" / "move_training.ipynb"), str(out),
-                               parameters={"run_dir": str(tmp_path / "run"), "train_batches": 1,
-                                           "fights_per_batch": 2, "eval_fights": 1, "max_ticks": 600},
+                               parameters={"run_dir": str(tiny_run["out"])},
                                kernel_name="python3", cwd=str(tmp_path), progress_bar=False)
     nb = nbformat.read(str(out), as_version=4)
     images = sum("image/png" in o.get("data", {}) for c in nb.cells if c.cell_type == "code"
@@ -231,14 +244,7 @@ def test_an_endpoint_plays_another_endpoint(tmp_path: Path) -> None:
     a = Listening([sys.executable, str(EXAMPLE), "--port", "0", "--member", "scripted-a"], tmp_path / "a.log")
     b = Listening([sys.executable, str(EXAMPLE), "--port", "0", "--policy", "random", "--member", "random-b"],
                   tmp_path / "b.log")
-    try:
-        r = run_cli("policy", "play", "--endpoint", a.url, "--vs", f"endpoint:{b.url}", "--json", timeout=120)
-    finally:
-        a.stop()
-        b.stop()
-    assert r.returncode == 0, r.stdout + r.stderr
-    res = last_json(r.stdout)
-    m = res["matches"][0]
+    res, m = _play([a, b], "--endpoint", a.url, "--vs", f"endpoint:{b.url}")
     assert res["opponent"] == "random-b" and m["over"] and m["outcome"] in ("win", "loss", "draw")
     assert m["failed_calls"] == 0 and m["invalid_moves"] == 0
     assert m["other_stocks"] < 3 or m["self_stocks"] < 3  # both fighters really played
