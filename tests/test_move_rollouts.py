@@ -48,16 +48,17 @@ def _children(pid: int) -> list[int]:
 
 
 def _kill_when(runner: RolloutRunner, job: int, what: str, done: threading.Event) -> None:
-    """Once fight ``job`` has played a while, kill its worker or its worker's server."""
+    """As soon as fight ``job`` is being played (a whole match: seconds), kill its worker
+    or its worker's game server."""
     while not done.is_set():
         for pid, j, _ in runner.busy():
             if j == job and pid:
-                time.sleep(0.3)  # mid-fight
+                time.sleep(0.05)
                 target = pid if what == "worker" else next(iter(_children(pid)), 0)
                 if target:
                     os.kill(target, signal.SIGKILL)
                     return
-        time.sleep(0.01)
+        time.sleep(0.005)
 
 
 def test_killed_worker_hung_endpoint_dead_server_void_one_fight_each(tmp_path: Path) -> None:
@@ -69,6 +70,8 @@ def test_killed_worker_hung_endpoint_dead_server_void_one_fight_each(tmp_path: P
     runner = RolloutRunner(cfg, workers=2, progress=False)
     specs = [FightSpec(seed=i, opponent="cpu:1", max_ticks=2400) for i in range(7)]
     specs[3] = FightSpec(seed=3, opponent="cpu:1", max_ticks=2400, endpoint=hung.url)
+    for i in (1, 5):  # the fights to kill: whole matches, so the kill lands mid-fight
+        specs[i] = FightSpec(seed=i, opponent="cpu:1")
     done = threading.Event()
     killers = [threading.Thread(target=_kill_when, args=(runner, 1, "worker", done), daemon=True),
                threading.Thread(target=_kill_when, args=(runner, 5, "server", done), daemon=True)]
