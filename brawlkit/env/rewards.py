@@ -342,7 +342,14 @@ class TieredReward:
 # --------------------------------------------------------------------------- preset: LLM fighting
 @dataclass(frozen=True)
 class LlmFightingWeights:
-    """The other common shape (fighting-game LLM / arena training).
+    """The step-wise cousin of the per-move reward of ``/move`` fights
+    (``brawlkit/policy_server/move_reward.py``, docs/rewards.md): paid at every step
+    for the PPO env instead of computed backward once a fight is over, so the outcome is
+    discounted by the clock to the buzzer (over a provisional lead), not by the frames
+    to the fight's real end; the damage term is clamped per step, not as a return; and
+    there is no invalid-move penalty (an action vector is always a valid input).
+
+    (The shape commonly used for fighting-game LLM / arena training.)
 
     Two terms:
 

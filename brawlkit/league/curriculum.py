@@ -130,10 +130,18 @@ class LadderCurriculum(OpponentSampler):
         return self.ladder[self.unlocked - 1]
 
     def stats(self) -> dict[str, float]:
-        out: dict[str, float] = {"unlocked": float(self.unlocked)}
+        out = self._progress()
         for name in self.ladder[: self.unlocked]:
-            out[f"win_rate/{name}"] = self.win_rate(name)
+            out[f"win_rate/{self.stat_key(name)}"] = self.win_rate(name)
         return out
+
+    def _progress(self) -> dict[str, float]:
+        """The first entry of :meth:`stats`: how far up the ladder the trainee is."""
+        return {"unlocked": float(self.unlocked)}
+
+    def stat_key(self, name: str) -> str:
+        """The rung's name in a metric key."""
+        return name
 
     def state_dict(self) -> dict[str, Any]:
         return {
@@ -182,11 +190,11 @@ class CpuCurriculum(LadderCurriculum):
     def max_level(self) -> int:
         return self.levels[self.unlocked - 1]
 
-    def stats(self) -> dict[str, float]:
-        out: dict[str, float] = {"max_level": float(self.max_level)}
-        for lv in self.levels[: self.unlocked]:
-            out[f"win_rate/{CpuLevel(lv).key}"] = self.win_rate(self.name(lv))
-        return out
+    def _progress(self) -> dict[str, float]:
+        return {"max_level": float(self.max_level)}
+
+    def stat_key(self, name: str) -> str:
+        return CpuLevel.parse(name).key  # "cpu_3": metric keys read better without ':'
 
     def state_dict(self) -> dict[str, Any]:
         out = super().state_dict()

@@ -3,7 +3,9 @@
 Routes (docs/move.md):
 
 * ``POST /move`` — body :class:`~brawlkit.policy_server.policy.MoveRequest`; reply
-  ``{"move": NAME, "logprob": float}``.  A body that does not validate gets 422
+  ``{"move": NAME, "logprob": float}``, plus ``tokens``, ``token_logprobs``, ``prompt``
+  and ``response`` from a chooser that generates text (its ``answer(request)``: the
+  text policy, the language-model adapter), which the rollout workers keep.  A body that does not validate gets 422
   with ``detail`` (pydantic's list) and ``message``, one line naming every bad
   field (``self.x: Field required``).
 * ``GET /moves`` — the declared moves (:data:`brawlkit.policy_server.moves.MOVES`).
@@ -25,6 +27,9 @@ from brawlkit.policy_server.policy import MoveRequest
 
 
 class Chooser(Protocol):
+    """Anything that picks a move; one that also has ``answer(req) -> dict`` (the reply
+    with its extra keys) is asked through that instead."""
+
     label: str
     decision_ticks: int
 
@@ -61,12 +66,29 @@ def create_app(chooser: Chooser, member: str | None = None) -> Any:
                 "message": validation_message(errors)}
         return JSONResponse(status_code=422, content=body)
 
-    @app.post("/move")
-    async def post_move(req: MoveRequest) -> dict[str, Any]:
-        name, logprob = chooser.choose(req)
-        if not math.isfinite(logprob):
-            logprob = -1e9  # JSON has no -inf; "impossible" reads as a huge negative
-        return {"move": name, "logprob": float(logprob)}
+    answer = getattr(chooser, "answer", None)
+
+    def reply(req: MoveRequest) -> dict[str, Any]:
+        if answer is not None:
+            out = dict(answer(req))
+        else:
+            name, logprob = chooser.choose(req)
+            out = {"move": name, "logprob": logprob}
+        lp = out.get("logprob")
+        if isinstance(lp, float) and not math.isfinite(lp):
+            out["logprob"] = -1e9  # JSON has no -inf; "impossible" reads as a huge negative
+        return out
+
+    if getattr(chooser, "blocking", False):
+        # a chooser that waits on I/O (a language model's server): a plain def runs in
+        # FastAPI's thread pool, so one slow answer does not stall the other workers
+        @app.post("/move")
+        def post_move_blocking(req: MoveRequest) -> dict[str, Any]:
+            return reply(req)
+    else:
+        @app.post("/move")
+        async def post_move(req: MoveRequest) -> dict[str, Any]:
+            return reply(req)  # compute-only and fast: no thread hop
 
     @app.get("/moves")
     async def get_moves() -> dict[str, Any]:

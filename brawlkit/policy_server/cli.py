@@ -1,12 +1,16 @@
 """``python -m brawlkit policy serve|play``: the ``/move`` endpoint and its worker.
 
-* ``serve --checkpoint CKPT --port N [--host 127.0.0.1] [--member ID]`` serves a PPO
-  checkpoint (SB3 zip or ``.bpw``) as ``POST /move``; prints ``listening <port>``
+* ``serve (--checkpoint CKPT | --text-policy FILE | --llm URL --model NAME) --port N
+  [--host 127.0.0.1] [--member ID]`` serves a PPO checkpoint (SB3 zip or ``.bpw``), a
+  trained text policy, or a language model behind an OpenAI-compatible chat server
+  (:mod:`brawlkit.policy_server.llm`) as ``POST /move``; prints ``listening <port>``
   once bound (``--port 0``: the kernel's choice), like the game server and the
   registry.
 * ``play --endpoint URL --vs cpu:L [--matches K] [--league-dir DIR] [--member ID]``
   plays full matches on a real ``brawlpit_server`` through any endpoint of the
   contract (:mod:`brawlkit.policy_server.player`).
+* ``train --out DIR [--minutes M] [--seed S] ...`` trains the small text policy through
+  the real endpoint (:mod:`brawlkit.policy_server.train_run`).
 
 docs/move.md documents both and the JSON contract.
 """
@@ -19,38 +23,81 @@ import sys
 from brawlkit.common.net import listen_tcp
 
 
-def _serve(argv: list[str]) -> int:
+def _serve_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="python -m brawlkit policy serve",
-        description="Serve a PPO checkpoint as the /move endpoint (docs/move.md): POST /move "
-        "answers a game state with a named move and its log-probability; GET /moves lists the "
-        "moves; GET /info says the decision period and the league member. Prints "
-        "'listening <port>' once the socket is bound.")
-    ap.add_argument("--checkpoint", required=True, help="SB3 checkpoint zip or .bpw blob")
+        description="Serve a model as the /move endpoint (docs/move.md): POST /move answers a game "
+        "state with a named move and its log-probability; GET /moves lists the moves; GET /info "
+        "says the decision period and the league member. The model is a PPO checkpoint, a text "
+        "policy trained by `policy train`, or a language model behind an OpenAI-compatible "
+        "chat-completions server (--llm). Prints 'listening <port>' once the socket is bound.")
+    which = ap.add_mutually_exclusive_group(required=True)
+    which.add_argument("--checkpoint", help="SB3 checkpoint zip or .bpw blob")
+    which.add_argument("--text-policy", help="a text policy file (policy.pt of `policy train`)")
+    which.add_argument("--llm", metavar="URL",
+                       help="base URL of an OpenAI-compatible server (vLLM, llama.cpp, Ollama, SGLang), "
+                            "e.g. http://127.0.0.1:8000; /v1/chat/completions is appended")
+    ap.add_argument("--model", default=None, help="with --llm: the model name the server knows")
+    ap.add_argument("--budget-ms", type=float, default=2000.0,
+                    help="with --llm: time one decision may spend on the server, re-ask included (2000)")
+    ap.add_argument("--temperature", type=float, default=0.7, help="with --llm: sampling temperature (0.7)")
+    ap.add_argument("--api-key-env", default="OPENAI_API_KEY",
+                    help="with --llm: the environment variable holding a bearer key, if the server wants one")
+    ap.add_argument("--decision-ticks", type=int, default=8,
+                    help="with --llm / --text-policy: the decision period GET /info reports (8)")
     ap.add_argument("--port", type=int, required=True, help="TCP port; 0 = the kernel chooses")
     ap.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     ap.add_argument("--member", default=None,
-                    help="league member id the checkpoint plays as (default: the member whose "
-                         "artifact the checkpoint is, when it lies in a league directory)")
+                    help="league member id the model plays as (default: for a checkpoint, the member "
+                         "whose artifact it is, when it lies in a league directory)")
     ap.add_argument("--log-level", default="warning",
                     choices=("critical", "error", "warning", "info", "debug"))
+    return ap
+
+
+def _chooser(args: argparse.Namespace) -> tuple[object, str | None, str]:
+    """(the chooser, its member id, a line describing it) for ``serve``'s flags."""
+    import os
+
+    if args.llm:
+        from brawlkit.policy_server.llm import ChatClient, LlmChooser
+
+        client = ChatClient(args.llm, args.model, temperature=args.temperature,
+                            api_key=os.environ.get(args.api_key_env))
+        llm = LlmChooser(client, budget_s=args.budget_ms / 1e3, decision_ticks=args.decision_ticks)
+        return llm, args.member, f"{llm.label} at {client.endpoint}, budget {args.budget_ms:g} ms"
+    if args.text_policy:
+        from brawlkit.policy_server.text_policy import TextPolicy
+
+        pol = TextPolicy.load(args.text_policy)
+        pol.decision_ticks = args.decision_ticks
+        return pol, args.member, f"text policy {pol.label}"
+    from brawlkit.policy_server.policy import CheckpointPolicy, find_member
+
+    ck = CheckpointPolicy(args.checkpoint)
+    return ck, args.member or find_member(args.checkpoint), \
+        f"{ck.label}, input layout {ck.meta.input_layout}"
+
+
+def _serve(argv: list[str]) -> int:
+    ap = _serve_parser()
     args = ap.parse_args(argv)
     if not 0 <= args.port <= 65535:
         ap.error(f"--port must be in 0..65535, got {args.port}")
+    if args.llm and not args.model:
+        ap.error("--llm needs --model NAME (the model the server serves)")
 
     from brawlkit.common.threads import limit_threads
 
     limit_threads()
     from brawlkit.policy_server.app import create_app
-    from brawlkit.policy_server.policy import CheckpointPolicy, find_member
 
     try:
-        chooser = CheckpointPolicy(args.checkpoint)
+        chooser, member, what = _chooser(args)
     except (OSError, ValueError) as e:
-        print(f"policy serve: cannot load {args.checkpoint}: {e}", file=sys.stderr)
+        print(f"policy serve: cannot load {args.checkpoint or args.text_policy}: {e}", file=sys.stderr)
         return 2
-    member = args.member or find_member(args.checkpoint)
-    app = create_app(chooser, member=member)
+    app = create_app(chooser, member=member)  # type: ignore[arg-type]
     try:
         sock = listen_tcp(args.host, args.port)  # TCP_NODELAY: see listen_tcp
     except OSError as e:
@@ -59,8 +106,8 @@ def _serve(argv: list[str]) -> int:
     import uvicorn
 
     port = sock.getsockname()[1]
-    print(f"policy serve: {chooser.label}, input layout {chooser.meta.input_layout}, decides "
-          f"every {chooser.decision_ticks} ticks, member {member or '(none)'}", file=sys.stderr)
+    print(f"policy serve: {what}, decides every {chooser.decision_ticks} ticks, "  # type: ignore[attr-defined]
+          f"member {member or '(none)'}", file=sys.stderr)
     print(f"listening {port}", flush=True)
     config = uvicorn.Config(app, log_level=args.log_level, timeout_keep_alive=30,
                             server_header=False, access_log=args.log_level == "debug")
@@ -71,8 +118,9 @@ def _serve(argv: list[str]) -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     usage = ("usage: python -m brawlkit policy {serve|play} [ARGS...]\n"
-             "  serve   serve a PPO checkpoint as the /move endpoint\n"
+             "  serve   serve a PPO checkpoint, a text policy or a language model as /move\n"
              "  play    play matches through a /move endpoint and record them for the ratings\n"
+             "  train   train the small text policy through the real /move endpoint\n"
              "docs/move.md has the contract; `policy serve --help` / `policy play --help`.")
     if not argv or argv[0] in ("-h", "--help"):
         print(usage)
@@ -83,5 +131,9 @@ def main(argv: list[str] | None = None) -> int:
         from brawlkit.policy_server.player import main as play_main
 
         return play_main(argv[1:])
+    if argv[0] == "train":
+        from brawlkit.policy_server.train_run import main as train_main
+
+        return train_main(argv[1:])
     print(f"policy: unknown sub-command {argv[0]!r}\n{usage}", file=sys.stderr)
     return 2

@@ -156,15 +156,45 @@ def move(name: str) -> Move:
         raise KeyError(f"unknown move {name!r}; the moves are {', '.join(NAMES)}") from None
 
 
-def nearest_moves(actions: np.ndarray) -> np.ndarray:
+#: the moves a helpless fighter (after its up-special, until it lands or snaps to the
+#: ledge) can still act on: the game reads only its stick's x (air drift)
+HELPLESS_MOVES: tuple[str, ...] = (NO_MOVE, "left", "right", "dash_left", "dash_right", "fast_fall")
+_JUMPS = ("jump", "jump_left", "jump_right")
+
+
+def available_moves(me: Any) -> tuple[str, ...]:
+    """The moves the game acts on in this state of the fighter ``me`` (a ``PlayerState``
+    or anything with its fields), in :data:`MOVES` order: what ``POST /move`` offers as
+    ``available``, and what an answer must name to be valid (docs/move.md, "Available
+    moves").  Why per state: an up-special while helpless, a double jump without jumps
+    left or a shield in the air would be pressed and ignored by the simulation, so a
+    model that names them has not played a move (native/src/sim.c decides these rules).
+
+    * helpless (``BP_AS_HELPLESS``): only :data:`HELPLESS_MOVES`;
+    * in the air (``ON_GROUND`` flag clear) with ``jumps_left == 0``: no jump moves;
+    * in the air: no ``shield`` (the air has no shield).
+    """
+    if int(me.action_state) == int(C.BP_AS_HELPLESS):
+        return HELPLESS_MOVES
+    if int(me.flags) & int(C.BP_PLAYER_FLAG_ON_GROUND):
+        return NAMES
+    drop = {"shield", *(_JUMPS if int(me.jumps_left) <= 0 else ())}
+    return tuple(n for n in NAMES if n not in drop)
+
+
+def nearest_moves(actions: np.ndarray, allowed: tuple[str, ...] | None = None) -> np.ndarray:
     """Index into :data:`MOVES` of the move nearest to each action, shape (N,).
 
     The action is clipped to [-1, 1] (what deterministic play sends) and compared by
     Euclidean distance with each move's :meth:`Move.action_vector`; ties go to the
-    move declared first.  docs/move.md, "PPO checkpoints", states this rule.
+    move declared first.  ``allowed`` (move names) restricts the targets to those moves
+    (the state's available moves), so a checkpoint never names a move the game would
+    ignore.  docs/move.md, "PPO checkpoints", states this rule.
     """
     a = np.clip(np.asarray(actions, np.float32).reshape(-1, ACT_DIM), -1.0, 1.0)
     d = ((a[:, None, :] - ACTION_TARGETS[None, :, :]) ** 2).sum(axis=-1)
+    if allowed is not None:
+        d[:, [i for i, n in enumerate(NAMES) if n not in allowed]] = np.inf
     return np.argmin(d, axis=1)
 
 

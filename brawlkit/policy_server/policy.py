@@ -34,6 +34,7 @@ from brawlkit.policy_server.moves import (
     NAMES,
     NEUTRAL,
     Command,
+    available_moves,
     move,
     nearest_moves,
 )
@@ -82,13 +83,14 @@ class MoveRequest(BaseModel):
     ticks_left: Annotated[int, Field(ge=0, le=2**32 - 1)]
     last_moves: list[str] = Field(default_factory=list, max_length=HISTORY)
     frame: str | None = None
+    available: list[str] | None = None
 
-    @field_validator("last_moves")
+    @field_validator("last_moves", "available")
     @classmethod
-    def _known_moves(cls, v: list[str]) -> list[str]:
-        for i, name in enumerate(v):
+    def _known_moves(cls, v: list[str] | None, info: Any) -> list[str] | None:
+        for i, name in enumerate(v or ()):
             if name not in NAMES:
-                raise ValueError(f"last_moves[{i}] is {name!r}, not one of the moves "
+                raise ValueError(f"{info.field_name}[{i}] is {name!r}, not one of the moves "
                                  f"(GET /moves lists them)")
         return v
 
@@ -105,6 +107,13 @@ class MoveRequest(BaseModel):
             raise ValueError("frame is base64 but not a PNG image") from None
         return v
 
+    def available_moves(self) -> tuple[str, ...]:
+        """The moves offered in this state: the request's ``available`` when it says them
+        (the worker always does), else the rule of :func:`moves.available_moves`."""
+        if self.available is not None:
+            return tuple(self.available)
+        return available_moves(self.me)
+
     def previous_command(self) -> Command:
         """The command of the last move's first tick: what the player "sent last step"
         for input layout 2 (a match starts from the neutral command)."""
@@ -113,9 +122,11 @@ class MoveRequest(BaseModel):
 
 def request_json(me: PlayerState, opponent: PlayerState, tick: int, ticks_left: int,
                  last_moves: list[str], frame: str | None = None) -> dict[str, Any]:
-    """A request body built from decoded players (what the worker sends)."""
+    """A request body built from decoded players (what the worker sends); ``available`` is
+    the state's available moves (:func:`~brawlkit.policy_server.moves.available_moves`)."""
     body: dict[str, Any] = {"self": me._asdict(), "opponent": opponent._asdict(), "tick": tick,
-                            "ticks_left": ticks_left, "last_moves": list(last_moves[-HISTORY:])}
+                            "ticks_left": ticks_left, "last_moves": list(last_moves[-HISTORY:]),
+                            "available": list(available_moves(me))}
     if frame is not None:
         body["frame"] = frame
     return body
@@ -163,12 +174,13 @@ class CheckpointPolicy:
     def choose(self, req: MoveRequest) -> tuple[str, float]:
         """(move name, log-probability) of the request's state."""
         mean = self.action(req)
-        idx = int(nearest_moves(mean)[0])
+        allowed = req.available_moves()
+        idx = int(nearest_moves(mean, allowed)[0])
         if self.log_std is None:
             return MOVES[idx].name, 0.0  # deterministic: the move it plays has probability 1
         draws = mean[None, :] + np.exp(self.log_std)[None, :] * _Z
-        hits = int(np.count_nonzero(nearest_moves(draws) == idx))
-        return MOVES[idx].name, math.log((hits + 1) / (LOGPROB_DRAWS + len(MOVES)))
+        hits = int(np.count_nonzero(nearest_moves(draws, allowed) == idx))
+        return MOVES[idx].name, math.log((hits + 1) / (LOGPROB_DRAWS + len(allowed)))
 
 
 def find_member(checkpoint: str | Path) -> str | None:

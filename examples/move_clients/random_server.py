@@ -111,15 +111,18 @@ class Handler(BaseHTTPRequestHandler):
         with srv.lock:
             srv.calls += 1
             n = srv.calls
+            offered = req.get("available") or MOVES  # the state's available moves (docs/move.md)
             if srv.policy == "random":
-                name = srv.rng.choice(MOVES)
+                name = srv.rng.choice(offered)
             else:
                 name = scripted(req["self"], req["opponent"], srv.rng)
+                if name not in offered:  # e.g. helpless after the up-special: drift home instead
+                    name = "dash_" + ("left" if req["self"]["x"] > 0 else "right")
         if srv.sleep_s:
             time.sleep(srv.sleep_s)
         if srv.invalid_every and n % srv.invalid_every == 0:
             name = "moonwalk"  # not a move: the worker replaces it with no_move and penalises it
-        self._send(200, {"move": name, "logprob": -math.log(len(MOVES)) if srv.policy == "random" else 0.0})
+        self._send(200, {"move": name, "logprob": -math.log(len(offered)) if srv.policy == "random" else 0.0})
 
 
 def check(req: Any) -> str | None:

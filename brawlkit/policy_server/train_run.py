@@ -1,0 +1,323 @@
+"""``python -m brawlkit policy train``: the text policy learns through the real ``/move``.
+
+The run serves the policy as a real ``/move`` endpoint (FastAPI + uvicorn, in a
+thread of this process, on 127.0.0.1), plays its fights with rollout worker
+processes against real ``brawlpit_server`` arenas, and updates it between batches
+(:mod:`brawlkit.policy_server.trainer` has the recipe).  Every ``eval_every_s``
+seconds it plays ``eval_fights`` fights against ``eval_vs`` (``cpu:1``) with the
+policy as it plays (sampled), on the same seeds each time, so the curve of
+``win_rate`` from the untrained value up is paired.
+
+Written to ``--out DIR``: ``metrics.jsonl`` (one line per batch and per evaluation),
+``policy.pt`` (the newest weights; ``policy_NNNN.pt`` at each evaluation),
+``rollouts/batch_NNNNN.jsonl`` with ``--export`` (one row per move), and
+``summary.json`` at the end.  docs/move_training.md documents every flag and file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from brawlkit.league.curriculum import CpuCurriculum
+from brawlkit.policy_server.move_reward import MoveRewardWeights
+from brawlkit.policy_server.results import ResultSink
+from brawlkit.policy_server.rollouts import FightResult, FightSpec, RolloutRunner, WorkerConfig
+from brawlkit.policy_server.text_policy import TextPolicy, TextPolicyConfig
+from brawlkit.policy_server.trainer import (
+    Batch,
+    StratifiedBaseline,
+    batch_metrics,
+    export_rows,
+    fight_rewards,
+    signal_filter,
+    update,
+    write_jsonl,
+)
+
+
+@dataclass
+class MoveTrainOptions:
+    """Every setting of a run (the CLI's flags, the notebook's parameters)."""
+
+    out: str = "runs/move"
+    seed: int = 1
+    minutes: float = 30.0
+    batches: int | None = None
+    fights_per_batch: int = 6
+    workers: int = 2
+    decision_ticks: int = 8
+    reaction_frames: int = 6
+    lr: float = 2e-3
+    entropy_coef: float = 0.0
+    clip: float | None = 0.2
+    epochs: int = 2
+    minibatch: int = 512
+    temperature: float = 1.0
+    response: str = "names"
+    baseline_decay: float = 0.9
+    baseline_start: str = "mean"
+    curriculum_k: int = 10
+    curriculum_floor: float = 0.05
+    eval_vs: str = "cpu:1"
+    eval_fights: int = 12
+    eval_every_s: float = 300.0
+    final_eval_fights: int = 32
+    max_ticks: int | None = None
+    fight_timeout_s: float = 300.0
+    export: bool = False
+    league_dir: str | None = None
+    registry: str | None = None
+    member: str | None = None
+    progress: bool = True
+    reward: MoveRewardWeights = field(default_factory=MoveRewardWeights)
+
+    @property
+    def member_id(self) -> str:
+        return self.member or f"text-policy-s{self.seed}"
+
+
+class ServedPolicy:
+    """A chooser served as a real ``/move`` endpoint from a thread of this process."""
+
+    def __init__(self, chooser: Any, member: str | None = None) -> None:
+        import uvicorn
+
+        from brawlkit.common.net import listen_tcp
+        from brawlkit.policy_server.app import create_app
+
+        sock = listen_tcp("127.0.0.1", 0)
+        self.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        config = uvicorn.Config(create_app(chooser, member=member), log_level="warning",
+                                timeout_keep_alive=600, access_log=False, server_header=False)
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]}, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+    def close(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+
+
+def _evaluate(runner: RolloutRunner, opts: MoveTrainOptions, n: int, sink: ResultSink,
+              batch: int, t0: float) -> dict[str, Any]:
+    """``n`` fights against ``eval_vs`` on fixed seeds; their metrics line."""
+    specs = [FightSpec(seed=10_000 + i, opponent=opts.eval_vs, max_ticks=opts.max_ticks) for i in range(n)]
+    results = runner.run(specs, desc=f"eval vs {opts.eval_vs}")
+    _post(sink, opts, results)
+    m = batch_metrics(results, fight_rewards([r for r in results if r.ok], opts.reward))
+    return {"kind": "eval", "batch": batch, "time_s": round(time.monotonic() - t0, 1),
+            "cpu_s": _cpu(runner),
+            "vs": opts.eval_vs, **m, "eval_win_rate": m["win_rate"].get(opts.eval_vs, 0.0)}
+
+
+def _post(sink: ResultSink, opts: MoveTrainOptions, results: list[FightResult]) -> dict[str, Any]:
+    """The finished fights' match records, one batch to the league dir and registry."""
+    recs = [sink.record(opts.member_id, r.opponent_id, str(r.outcome), r.ticks)
+            for r in results if r.ok and opts.max_ticks is None]
+    return sink.post(recs) if recs else {}
+
+
+@dataclass
+class _State:
+    policy: TextPolicy
+    opt: torch.optim.Optimizer
+    curriculum: CpuCurriculum
+    baseline: StratifiedBaseline
+    sink: ResultSink
+
+
+def _learn(st: _State, opts: MoveTrainOptions, results: list[FightResult], b: int,
+           out: Path) -> dict[str, Any]:
+    """Rewards, stratified advantages, the signal filter, the update, the export."""
+    ok = [r for r in results if r.ok]
+    for r in ok:
+        st.curriculum.record(r.spec.opponent, str(r.outcome))
+    rewards = fight_rewards(ok, opts.reward)
+    flat_r = [x for rs in rewards for x in rs]
+    strata = [r.spec.difficulty for r, rs in zip(ok, rewards, strict=True) for _ in rs]
+    flat_a = iter(st.baseline.advantages(flat_r, strata))
+    advantages = [[next(flat_a) for _ in rs] for rs in rewards]
+    keep = signal_filter(advantages)
+    kept = [(f, a) for f, a, k in zip(ok, advantages, keep, strict=True) if k]
+    batch = Batch.build(st.policy, [f for f, _ in kept], [a for _, a in kept])
+    stats = update(st.policy, st.opt, batch, epochs=opts.epochs, clip=opts.clip,
+                   entropy_coef=opts.entropy_coef, minibatch=opts.minibatch,
+                   seed=opts.seed + b) if batch is not None else {}
+    if opts.export:
+        write_jsonl(out / "rollouts" / f"batch_{b:05d}.jsonl", export_rows(ok, rewards, advantages, b))
+    sent = _post(st.sink, opts, results)
+    return {**batch_metrics(results, rewards), **stats, "dropped_groups": keep.count(False),
+            "baseline": dict(st.baseline.values), "unlocked": st.curriculum.max_level,
+            "curriculum": st.curriculum.stats(), "sent": sent}
+
+
+def _log(f: Any, line: dict[str, Any]) -> None:
+    f.write(json.dumps(line) + "\n")
+    f.flush()
+
+
+def _done(opts: MoveTrainOptions, b: int, t0: float) -> bool:
+    if opts.batches is not None and b >= opts.batches:
+        return True
+    return time.monotonic() - t0 >= opts.minutes * 60
+
+
+def train(opts: MoveTrainOptions) -> dict[str, Any]:
+    """The run; returns its summary (also written to ``OUT/summary.json``)."""
+    from tqdm.auto import tqdm
+
+    torch.set_num_threads(1)
+    out = Path(opts.out)
+    (out / "rollouts").mkdir(parents=True, exist_ok=True)
+    policy = TextPolicy(TextPolicyConfig(temperature=opts.temperature, response=opts.response), seed=opts.seed,
+                        decision_ticks=opts.decision_ticks)
+    st = _State(policy, torch.optim.Adam(policy.net.parameters(), lr=opts.lr),
+                CpuCurriculum(k=opts.curriculum_k, floor=opts.curriculum_floor, seed=opts.seed),
+                StratifiedBaseline(opts.baseline_decay, opts.baseline_start), ResultSink(opts.league_dir, opts.registry))
+    served = ServedPolicy(policy, opts.member_id)
+    runner = RolloutRunner(WorkerConfig(served.url, decision_ticks=opts.decision_ticks,
+                                        reaction_frames=opts.reaction_frames,
+                                        fight_timeout_s=opts.fight_timeout_s),
+                           workers=opts.workers, progress=opts.progress)
+    rng = np.random.default_rng(opts.seed)
+    t0 = time.monotonic()
+    evals: list[dict[str, Any]] = []
+    bar = tqdm(total=opts.batches or round(opts.minutes * 60), disable=not opts.progress,
+               desc="move training", unit="batch" if opts.batches else "s")
+    with open(out / "metrics.jsonl", "w") as log:
+        try:
+            evals.append(_evaluate(runner, opts, opts.eval_fights, st.sink, 0, t0))
+            _log(log, evals[-1])
+            b, last_eval = 0, time.monotonic()
+            while not _done(opts, b, t0):
+                specs = [FightSpec(seed=int(rng.integers(2**31)), opponent=st.curriculum.sample(),
+                                   max_ticks=opts.max_ticks) for _ in range(opts.fights_per_batch)]
+                line = _learn(st, opts, runner.run(specs, desc=f"batch {b}"), b, out)
+                _log(log, {"kind": "batch", "batch": b, "time_s": round(time.monotonic() - t0, 1),
+                           "cpu_s": _cpu(runner), **line})
+                b += 1
+                bar.update(1 if opts.batches else round(time.monotonic() - t0) - bar.n)
+                bar.set_postfix(level=line["unlocked"], invalid=round(line["invalid_rate"] or 0, 3),
+                                win=json.dumps(line["win_rate"]))
+                if time.monotonic() - last_eval >= opts.eval_every_s:
+                    evals.append(_evaluate(runner, opts, opts.eval_fights, st.sink, b, t0))
+                    _log(log, evals[-1])
+                    policy.save(out / f"policy_{b:04d}.pt", {"batch": b})
+                    last_eval = time.monotonic()
+            evals.append(_evaluate(runner, opts, opts.final_eval_fights, st.sink, b, t0))
+            _log(log, {**evals[-1], "final": True})
+            policy.save(out / "policy.pt", {"batch": b, "options": _jsonable(opts)})
+        finally:
+            bar.close()
+            runner.close()
+            served.close()
+            st.sink.close()
+    return _summary(out, opts, evals, b, t0, st, runner)
+
+
+def _cpu(runner: RolloutRunner) -> float:
+    """CPU seconds of the whole run so far: this process (trainer and endpoint), the
+    workers and their servers."""
+    t = os.times()
+    return round(t.user + t.system + runner.cpu_seconds(), 1)
+
+
+def _jsonable(opts: MoveTrainOptions) -> dict[str, Any]:
+    return json.loads(json.dumps(asdict(opts), default=str))
+
+
+def _summary(out: Path, opts: MoveTrainOptions, evals: list[dict[str, Any]], batches: int, t0: float,
+             st: _State, runner: RolloutRunner) -> dict[str, Any]:
+    first_07 = next((e for e in evals if e["eval_win_rate"] >= 0.7), None)
+    summary = {"out": str(out), "seed": opts.seed, "member": opts.member_id, "batches": batches,
+               "minutes": round((time.monotonic() - t0) / 60, 2),
+               "cpu_minutes": round(evals[-1]["cpu_s"] / 60, 2),
+               "untrained_win_rate": evals[0]["eval_win_rate"],
+               "final_win_rate": evals[-1]["eval_win_rate"], "eval_vs": opts.eval_vs,
+               "best_win_rate": max(e["eval_win_rate"] for e in evals),
+               "first_at_0.7": first_07 and {k: first_07[k] for k in ("batch", "time_s", "cpu_s")},
+               "max_level_unlocked": st.curriculum.max_level,
+               "final_invalid_rate": evals[-1]["invalid_rate"],
+               "final_spam_fraction": evals[-1]["spam_fraction"], "voids": runner.voids,
+               "workers_replaced": runner.replaced, "sent": st.sink.counts,
+               "options": _jsonable(opts)}
+    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    return summary
+
+
+def reward_weights(spec: str) -> MoveRewardWeights:
+    """``"damage_weight=1,invalid_penalty=0.2"`` -> the weights with those fields changed."""
+    fields = MoveRewardWeights().to_json()
+    kw: dict[str, float] = {}
+    for part in filter(None, (p.strip() for p in spec.split(","))):
+        key, eq, value = part.partition("=")
+        if not eq or key not in fields:
+            raise ValueError(f"{part!r}: a field=value of {', '.join(fields)}")
+        kw[key] = float(value)
+    return MoveRewardWeights(**kw)
+
+
+def _parser() -> argparse.ArgumentParser:
+    d = MoveTrainOptions()
+    ap = argparse.ArgumentParser(
+        prog="python -m brawlkit policy train",
+        description="Train the small text policy through the real /move endpoint: rollout worker "
+        "processes, real brawlpit_server arenas, the per-move backward reward, the p(1-p) CPU "
+        "curriculum and a stratified moving-average baseline (docs/move_training.md).")
+    ap.add_argument("--out", default=d.out, help=f"run directory (default {d.out})")
+    for name in ("seed", "batches", "fights_per_batch", "workers", "decision_ticks",
+                 "reaction_frames", "epochs", "minibatch", "curriculum_k", "eval_fights", "final_eval_fights",
+                 "max_ticks"):
+        ap.add_argument("--" + name.replace("_", "-"), type=int, default=getattr(d, name),
+                        help=f"(default {getattr(d, name)})")
+    for name in ("minutes", "lr", "entropy_coef", "clip", "temperature", "baseline_decay",
+                 "curriculum_floor", "eval_every_s", "fight_timeout_s"):
+        ap.add_argument("--" + name.replace("_", "-"), type=float, default=getattr(d, name),
+                        help=f"(default {getattr(d, name)})")
+    ap.add_argument("--baseline-start", choices=("zero", "mean"), default=d.baseline_start,
+                    help="an unseen difficulty's baseline: 0 (the write-up) or its first batch's mean "
+                         f"(default {d.baseline_start})")
+    ap.add_argument("--response", choices=("names", "pieces"), default=d.response,
+                    help="the text policy's response vocabulary: one move-name token, or the name "
+                         f"spelled in pieces (default {d.response}; docs/move_training.md)")
+    ap.add_argument("--eval-vs", default=d.eval_vs, help=f"opponent of the evaluations ({d.eval_vs})")
+    ap.add_argument("--reward", default="", metavar="FIELD=VALUE,...",
+                    help="override the per-move reward's weights (MoveRewardWeights: half_life_frames, "
+                         "damage_weight, win_bonus, invalid_penalty, health_max), e.g. damage_weight=1")
+    ap.add_argument("--export", action="store_true", help="write rollouts/batch_NNNNN.jsonl (one row per move)")
+    ap.add_argument("--league-dir", default=None, help="record every finished fight in this league directory")
+    ap.add_argument("--registry", default=None, help="post every finished fight to this registry (URL)")
+    ap.add_argument("--member", default=None, help="the policy's id in the match log (text-policy-sSEED)")
+    ap.add_argument("--no-progress", action="store_true", help="no tqdm bars")
+    ap.add_argument("--json", action="store_true", help="print the summary as one JSON line")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    kw = {k: v for k, v in vars(args).items() if k not in ("no_progress", "json", "reward")}
+    try:
+        reward = reward_weights(args.reward)
+    except ValueError as e:
+        _parser().error(f"--reward: {e}")
+    opts = MoveTrainOptions(**kw, progress=not args.no_progress, reward=reward)
+    summary = train(opts)
+    print(json.dumps(summary) if args.json else
+          f"untrained {summary['untrained_win_rate']:.2f} -> final {summary['final_win_rate']:.2f} "
+          f"vs {opts.eval_vs}; max level {summary['max_level_unlocked']}; {summary['batches']} batches "
+          f"in {summary['minutes']} min", file=sys.stdout)
+    return 0
