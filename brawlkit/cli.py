@@ -14,6 +14,7 @@ import sys
 # command -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("brawlkit.training.cli", "train one league role with PPO over real packets"),
+    "imitate": ("brawlkit.training.imitation", "behaviour-clone the PPO actor from CPU matches and replays: a gen_0000 checkpoint"),
     "eval": ("brawlkit.training.evaluate", "play a checkpoint against an opponent, print win/draw/loss"),
     "export": ("brawlkit.export.cli", "export a PPO checkpoint's actor to a .bpw blob"),
     "league": ("brawlkit.training.league_run", "run the league: every role training concurrently on one directory"),

@@ -94,54 +94,109 @@ def test_the_same_call_gives_the_same_bytes(tmp_path: Path) -> None:
     assert not same(a, dm.collect_cpu_demos(5, [4, 6], 3, 12, **kw))
 
 
-@pytest.mark.parametrize("slot", [0, 1])
-def test_repeat_1_is_the_full_rate_cpu_match(slot: int) -> None:
-    """At repeat 1 every tick is a decision: the held teacher is the CPU itself, and the
-    match is bp_match_cpu_vs_cpu_ex's (same per-slot CPU seeds, thinking every tick)."""
-    ds = dm.collect_cpu_demos(6, [5], 3, 40, action_repeat=1, teacher_slot=slot)
+@pytest.mark.parametrize(("slot", "rule"), [(0, "held"), (1, "held"), (0, "carry"),
+                                           (1, "last_press")])
+def test_repeat_1_is_the_full_rate_cpu_match(slot: int, rule: str) -> None:
+    """At repeat 1 every tick is a decision: under every rule the teacher is the CPU
+    itself, and the match is bp_match_cpu_vs_cpu_ex's (same per-slot CPU seeds, thinking
+    every tick)."""
+    ds = dm.collect_cpu_demos(6, [5], 3, 40, action_repeat=1, teacher_slot=slot, label_rule=rule)
     for i, m in enumerate(ds.matches):
         levels = (6, 5) if slot == 0 else (5, 6)
         winner, ticks, stocks, damage = dm.full_rate_cpu_match(*levels, 40 + i)
         assert (m["winner"], m["ticks"], m["rows"]) == (winner, ticks, ticks)
         assert tuple(m["stocks"]) == stocks and tuple(m["damage"]) == damage
-        assert m["teacher_presses_dropped"] == 0 < m["teacher_presses"]
+        assert m["teacher_presses_dropped"] == 0 < m["teacher_presses"] == m["executed_presses"]
+        final = P.parse_snapshot(m["final_snapshot"].tobytes())  # the state the match ended in
+        assert final.over and (final.tick, final.winner) == (ticks, winner)
 
 
-@pytest.mark.parametrize(("repeat", "slot"), [(4, 0), (3, 1)])
-def test_the_held_teacher_is_the_label_rule(sim_lib: Any, repeat: int, slot: int) -> None:
-    """An independent reference of the rule, through libbrawlpit: both CPUs think on
-    every tick, the opponent's output is applied every tick, the teacher's only at
-    t % R == 0 and then held.  The C rows must be that match: same ticks, labels and
-    snapshot bytes.  (A collector that called the CPU only on decision ticks, or applied
-    its per-tick output, fails here.)"""
+def _reference_match(sim_lib: Any, levels: tuple[int, int], seed: int, slot: int, repeat: int,
+                     rule: str) -> tuple[list[tuple[int, tuple[float, float, int], bytes]], np.ndarray,
+                                         int]:
+    """An independent reference of the collector, through libbrawlpit and the Python
+    twin of the label rules (dm.label_ticks, applied causally: at each decision tick to
+    the teacher's outputs since the previous one): both CPUs think on every tick, the opponent's output
+    is applied every tick, the teacher's label only at t % R == 0, then held.  Returns
+    the (tick, label, snapshot) of each decision, the teacher's every-tick buttons, and
+    the ticks played (the whole match)."""
     so = dm.lib()
-    ds = dm.collect_cpu_demos(5, [4], 1, 77, action_repeat=repeat, teacher_slot=slot)
     sanitize = sim_lib.bp_input_sanitize
     sanitize.argtypes, sanitize.restype = [BpInput], BpInput
     sim = sim_lib.bp_sim_create()
-    cpus = {slot: sim_lib.bp_cpu_create(5, so.bp_demo_cpu_seed(77, slot)),
-            1 - slot: sim_lib.bp_cpu_create(4, so.bp_demo_cpu_seed(77, 1 - slot))}
+    cpus = {slot: sim_lib.bp_cpu_create(levels[0], so.bp_demo_cpu_seed(seed, slot)),
+            1 - slot: sim_lib.bp_cpu_create(levels[1], so.bp_demo_cpu_seed(seed, 1 - slot))}
     buf = ctypes.create_string_buffer(128)
-    rows, held = [], BpInput(0.0, 0.0, 0)
+    rows, held, outs = [], BpInput(0.0, 0.0, 0), []
     try:
-        sim_lib.bp_sim_reset(sim, 77, 1)
-        for t in range(1500):
+        sim_lib.bp_sim_reset(sim, seed, 1)
+        t = 0
+        while sim_lib.bp_sim_phase(sim) == C.BP_PHASE_PLAYING:
             inp = (BpInput * 2)()
             think = {k: sanitize(sim_lib.bp_cpu_think(cpus[k], sim, k)) for k in (0, 1)}
+            outs.append((think[slot].stick_x, think[slot].stick_y, think[slot].buttons))
             if t % repeat == 0:
                 n = sim_lib.bp_sim_snapshot(sim, 0, 2, C.BP_MODE_LOCKSTEP, 0, buf, 128)
-                held = think[slot]
+                w0 = max(0, t - repeat)  # the window and the tick before it suffice
+                src, buttons = dm.label_ticks(np.array([o[2] for o in outs[w0:]]), repeat, rule)
+                pick = outs[w0 + int(src[-1])]
+                held = BpInput(pick[0], pick[1], int(buttons[-1]))
                 rows.append((t, (held.stick_x, held.stick_y, held.buttons), buf.raw[:n]))
             inp[slot], inp[1 - slot] = held, think[1 - slot]
             sim_lib.bp_sim_step(sim, inp)
+            t += 1
     finally:
         sim_lib.bp_sim_destroy(sim)
         for cpu in cpus.values():
             sim_lib.bp_cpu_destroy(cpu)
-    assert ds.matches["ticks"][0] > 1500
+    return rows, np.array([o[2] for o in outs], np.int64), t
+
+
+@pytest.mark.parametrize(("repeat", "slot", "rule"), [
+    (4, 0, "held"), (3, 1, "held"), (4, 1, "carry"), (2, 0, "carry"), (4, 0, "last_press"),
+    (3, 1, "last_press")])
+def test_the_collector_is_the_label_rule(sim_lib: Any, repeat: int, slot: int, rule: str) -> None:
+    """The C rows must be the reference's match (_reference_match): same ticks, labels
+    and snapshot bytes, every decision of the whole match; and the presses C counts as
+    dropped are those press_stats counts on the teacher's every-tick stream.  (A
+    collector that called the CPU only on decision ticks, applied its per-tick output, or
+    made a label by another rule fails here.)"""
+    ds = dm.collect_cpu_demos(5, [4], 1, 77, action_repeat=repeat, teacher_slot=slot,
+                              label_rule=rule)
+    rows, outs, ticks = _reference_match(sim_lib, (5, 4), 77, slot, repeat, rule)
+    assert (ds.matches["ticks"][0], len(ds)) == (ticks, len(rows)) and ticks > 1500
     for r, (t, cmd, snap) in enumerate(rows):
-        assert (int(ds.tick[r]), decode_action(ds.actions[r])) == (t, cmd)
+        assert (int(ds.tick[r]), decode_action(ds.actions[r])) == (t, cmd), f"row {r}"
         assert ds.snapshots[r].tobytes() == snap, f"tick {t}"
+    st = dm.press_stats(outs, repeat, rule)
+    m = ds.matches[0]
+    assert (m["teacher_presses"], m["teacher_presses_dropped"]) == (st["presses"], st["dropped"])
+    assert ds.meta["label_rule"] == rule and rule in dm.LABEL_RULE_TEXT
+
+
+def test_the_rules_differ_and_keep_presses_as_documented() -> None:
+    """Same seeds, repeat 4: 'carry' and 'last_press' drop far fewer of the CPU's presses
+    than 'held', and their labels differ from held's (and from each other's) on real
+    rows; the match is the held one only up to the first decision they change."""
+    sets = {r: dm.collect_cpu_demos(6, [5], 4, 3, action_repeat=4, label_rule=r)
+            for r in dm.LABEL_RULES}
+    drop = {r: ds.matches["teacher_presses_dropped"].sum() / ds.matches["teacher_presses"].sum()
+            for r, ds in sets.items()}
+    assert drop["held"] > 0.5 and drop["carry"] < 0.2 and drop["last_press"] < 0.2, drop
+    first = {r: int(np.argmax(np.any(ds.actions[:200] != sets["held"].actions[:200], axis=1)))
+             for r, ds in sets.items() if r != "held"}
+    for r, i in first.items():
+        assert i > 0 and sets[r].snapshots[:i + 1].tobytes() == sets["held"].snapshots[:i + 1].tobytes()
+    assert not same(sets["carry"], sets["last_press"])
+    for ds in sets.values():
+        assert (ds.matches["executed_presses"] <= ds.matches["teacher_presses"]).all()
+
+
+def test_a_policy_teacher_gives_the_same_rows_under_every_rule(tmp_path: Path) -> None:
+    t2 = tiny_policy(tmp_path / "t2.bpw", INPUT_LAYOUT_SELF, seed=1)
+    held = dm.collect_demos(t2, 4, 2, 5, action_repeat=4)
+    for rule in ("carry", "last_press"):
+        assert same(held, dm.collect_demos(t2, 4, 2, 5, action_repeat=4, label_rule=rule))
 
 
 def test_held_teacher_loses_presses_at_repeat_4() -> None:
@@ -164,8 +219,9 @@ def test_python_builder_gives_the_c_input_from_the_recorded_snapshot(layout: int
     assert_python_builds_the_same_inputs(ds, rows)
 
 
-def test_every_label_decodes_to_the_teachers_command() -> None:
-    ds = dm.collect_cpu_demos(8, [7], 2, 9, action_repeat=2)
+@pytest.mark.parametrize("rule", list(dm.LABEL_RULES))
+def test_every_label_decodes_to_the_teachers_command(rule: str) -> None:
+    ds = dm.collect_cpu_demos(8, [7], 2, 9, action_repeat=2, label_rule=rule)
     assert (ds.student == 0).all()
     for r, a in enumerate(ds.actions):
         assert decode_action(a) == command(ds.commands[r])  # beta 0: the label was executed
@@ -260,6 +316,19 @@ def test_a_server_recorded_replay_gives_the_recorded_inputs(server_factory: Any,
     assert_python_builds_the_same_inputs_replay(ds)
     st = ds.meta["presses"]
     assert st["dropped"] > 0 and ds.meta["ticks_off_hold"] > 0 and ds.meta["player"] == ""
+    # the other rules: the labels are the rule's choice of the recorded inputs, and the
+    # final snapshot is the re-simulated end (the server's last SNAPSHOT of the match)
+    per_tick = np.array([(float(np.clip(f32(x), -1, 1)), float(np.clip(f32(y), -1, 1)), b)
+                         for x, y, b in sent[:tick]], dtype=object)
+    for rule in ("carry", "last_press"):
+        dr = dm.demos_from_replay(path, 0, action_repeat=4, label_rule=rule)
+        src, buttons = dm.label_ticks(per_tick[:, 2].astype(np.int64), 4, rule)
+        assert [decode_action(a) for a in dr.actions] == [
+            (per_tick[s_, 0], per_tick[s_, 1], int(b)) for s_, b in zip(src, buttons, strict=True)]
+        assert dr.meta["presses"]["dropped"] < st["dropped"] and dr.meta["label_rule"] == rule
+        assert dr.tick.tolist() == ds.tick.tolist()
+    final = P.parse_snapshot(ds.matches[0]["final_snapshot"].tobytes())
+    assert final.tick == tick and int(final.winner) == int(ds.matches[0]["winner"])
 
     # the snapshots are the server's bytes: bp_sim_snapshot of the re-simulated state
     recorded = dm.demos_from_replay(path, 1, action_repeat=1)  # the CPU's slot, every tick
@@ -316,6 +385,7 @@ def assert_python_builds_the_same_inputs_replay(ds: dm.DemoSet) -> None:
     ({"input_layout": 3}, "input_layout"),
     ({"beta": 1.5}, "beta"),
     ({"beta": 0.5}, "beta"),  # no student
+    ({"label_rule": "carried"}, "label_rule"),
     ({"matches": 0}, "matches"),
     ({"seed": -1}, "seed"),
 ])
@@ -365,6 +435,8 @@ def _settings(**kw: Any) -> dm.BpDemoSettings:
     ({"input_layout": 0}, "BP_DEMO_ERR_LAYOUT"),
     ({"beta": float("nan")}, "BP_DEMO_ERR_BETA"),
     ({"beta": 0.1}, "BP_DEMO_ERR_BETA"),
+    ({"label_rule": 3}, "BP_DEMO_ERR_LABEL_RULE"),
+    ({"label_rule": -1}, "BP_DEMO_ERR_LABEL_RULE"),
 ])
 def test_the_c_collector_checks_its_arguments_itself(kw: dict[str, Any], code: str) -> None:
     """Python checks first, but the C function is an API of its own: every bad setting

@@ -26,6 +26,8 @@ NON_DEFAULT = {
     "max_episode_steps": 50, "learning_rate": 1e-4, "n_steps": 64, "batch_size": 32,
     "n_epochs": 1, "gamma": 0.98, "gae_lambda": 0.9, "clip_range": 0.3, "ent_coef": 0.01,
     "hidden": (32, 16), "log_std_init": -1.0, "curriculum_k": 5, "curriculum_floor": 0.1,
+    # a checkpoint of this config's shape replaces the placeholder where a run needs the file
+    "init_from": "init.zip", "kl_coef": 0.5, "kl_decay": "exponential", "kl_decay_steps": 1000,
     "main_fixed_share": 0.1, "main_pfsp_share": 0.4, "main_pfsp_pool": "learned",
     "main_pfsp_window": 3, "main_exploiter_share": 0.2, "main_struggle": 0.25,
     "main_selfplay_floor": 0.35, "exploiter_threshold": 0.1, "exploiter_reset_every": 3,
@@ -127,11 +129,17 @@ def test_vecenv_sends_all_before_reading_and_auto_resets():
 # ------------------------------------------------------------------ tiny real runs
 @pytest.mark.training
 def test_every_setting_reaches_the_run_and_its_metadata(tmp_path):
+    from brawlkit.training.ppo import scratch_checkpoint
+
     run = tmp_path / "run"
-    r = run_cli("train", *_flags(NON_DEFAULT), "--run-dir", str(run), "--no-progress", "--json")
+    shape = {k: NON_DEFAULT[k] for k in ("action_repeat", "input_layout", "log_std_init")}
+    values = {**NON_DEFAULT, "init_from": str(scratch_checkpoint(
+        tmp_path / "init.zip", learn_steps=0, cfg=TrainConfig(**shape)))}
+    r = run_cli("train", *_flags(values), "--run-dir", str(run), "--no-progress", "--json")
     assert r.returncode == 0, r.stderr
     meta = json.loads((run / "gen_0000.json").read_text())
-    assert meta["config"] == TrainConfig(**NON_DEFAULT).to_dict()
+    assert meta["config"] == TrainConfig(**values).to_dict()
+    assert meta["parent"] == values["init_from"]
     assert meta["role"] == "main_exploiter" and meta["seed"] == 3
     assert meta["policy"]["action_repeat"] == 3 and meta["policy"]["reward"] == "outcome"
     assert meta["reward_config"]["win"] == 2.0 and set(meta["eval"]) == {"cpu_2"}

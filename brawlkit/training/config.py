@@ -28,6 +28,8 @@ from brawlkit.wire.cpu_level import CPU_LEVELS
 MAX_HIDDEN = 1024
 #: where runs go unless told: ``<runs_root>/<role>/<run>/``
 DEFAULT_RUNS_ROOT = "runs"
+#: how ``--kl-coef`` decays (training/kl.py)
+KL_DECAYS = ("linear", "exponential")
 
 
 def _opt(default: Any, help: str, **cli: Any) -> Any:
@@ -90,6 +92,18 @@ class TrainConfig:
                                "1 play is mostly noise and the deterministic policy (what ships) "
                                "drifts from the sampled one; measured: -0.5 keeps them within "
                                "0.08 of each other once the policy wins (README, Training)")
+    # --- a start from a checkpoint, and the KL term toward it (docs/imitation.md)
+    init_from: str | None = _opt(None, "a new run's generation 0 starts from this checkpoint's "
+                                 "weights (policy and value), recorded as its parent, e.g. the "
+                                 "gen_0000.zip `python -m brawlkit imitate` writes; its action "
+                                 "repeat, input layout and network must be this run's",
+                                 metavar="CKPT")
+    kl_coef: float = _opt(0.0, "weight of KL(policy || the --init-from policy, frozen) added to "
+                          "PPO's loss on every minibatch; 0 = off (plain SB3 PPO)")
+    kl_decay: str = _opt("linear", "how --kl-coef decays over the run's env steps: linear (to 0 at "
+                         "--kl-decay-steps) or exponential (halving every --kl-decay-steps)",
+                         choices=KL_DECAYS)
+    kl_decay_steps: int = _opt(0, "env steps of the --kl-coef decay; 0 = no decay")
     # --- opponents: the CPU curriculum
     curriculum_k: int = _opt(10, "level L+1 unlocks after winning >= half of the last K games "
                              "at level L; also the window of the sampling win rate")
@@ -163,9 +177,23 @@ class TrainConfig:
         if not self.hidden or any(h < 1 or h > MAX_HIDDEN for h in self.hidden):
             raise ValueError(f"hidden must be 1 or more layer sizes in 1..{MAX_HIDDEN}, got "
                              f"{self.hidden}")
+        self._validate_init()
         if any(lv not in CPU_LEVELS for lv in self.eval_levels):
             raise ValueError(f"eval_levels must be CPU levels {CPU_LEVELS[0]}..{CPU_LEVELS[-1]}, "
                              f"got {self.eval_levels}")
+
+    def _validate_init(self) -> None:
+        """The --init-from / KL settings (the checkpoint itself is checked when a run
+        starts: training/warmstart.py)."""
+        if not self.kl_coef >= 0:
+            raise ValueError(f"kl_coef must be >= 0, got {self.kl_coef}")
+        if self.kl_coef > 0 and not self.init_from:
+            raise ValueError("kl_coef > 0 needs init_from (--init-from CKPT): the KL term pulls "
+                             "toward that checkpoint's policy")
+        if self.kl_decay not in KL_DECAYS:
+            raise ValueError(f"kl_decay must be one of {KL_DECAYS}, got {self.kl_decay!r}")
+        if self.kl_decay_steps < 0:
+            raise ValueError(f"kl_decay_steps must be >= 0 (0 = no decay), got {self.kl_decay_steps}")
 
     def ppo_n_steps(self) -> int:
         """Rollout length per env: the configured value, shrunk so one generation

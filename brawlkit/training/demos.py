@@ -17,26 +17,38 @@ Two sources:
 * :func:`demos_from_replay` -- a ``.bpr`` recording (``brawlpit_server --record``, the
   bot pool; humans included) re-simulated, one player's recorded inputs as labels.
 
-**The label rule (the cadence problem).**  The CPU decides every tick; a policy decides
-every ``action_repeat`` (R) ticks and holds its command for R ticks.  At each decision
-tick t (t % R == 0 from the match start, as the lockstep env's steps are) the label is
-the teacher's command at t, and that command -- not the teacher's later per-tick
-outputs -- is what is applied for the next R ticks.  The CPU still thinks every tick (its
-reaction-delay history and timers advance as they would; see ``demos.c``'s header for
-why that is the only correct way to call it), but only the decision tick's output
-reaches the game.  So the states recorded are the ones a perfect clone at repeat R
-would visit, and the layout-2 "previous command" of each input is the command actually
-executed at the previous decision.  What that costs the teacher is measurable: compare
-a collection's per-match results at R with the same seeds at R = 1 (= the full-rate
-CPU, bit for bit); ``teacher_presses_dropped`` counts the CPU's presses that fell
-entirely between decision ticks.
+**The label rules (the cadence problem).**  The CPU decides every tick; a policy
+decides every ``action_repeat`` (R) ticks and holds its command for R ticks.  At each
+decision tick t (t % R == 0 from the match start, as the lockstep env's steps are) the
+label is one command made of the teacher's per-tick outputs on the ticks t-R < u <= t,
+and that command -- not the teacher's later per-tick outputs -- is what is applied for
+the next R ticks.  Three rules (``label_rule``; :data:`LABEL_RULES`, ``demos.h`` spells
+them out):
 
-Measured on the commit that added this (200 matches per cell, slots alternated): the
-held CPU at R = 4 wins 1 / 200 (L4 vs L3), 3 / 200 (L6 vs L5) and 57 / 200 (L8 vs L7)
-where the full-rate CPU wins 172, 158 and 160; at R = 2, 26, 66 and 89.  Most of it is
-the dropped presses (43 % of the CPU's presses at R = 2, 64 % at R = 4 for L4-L6): a
-perfect clone of this label rule at repeat 4 is a weak player, so a cadence of 1-2 (or a
-label rule that keeps presses) is worth a benchmark row before cloning at 4.
+* ``"held"``: the teacher's command at t.  A button the CPU pressed only between two
+  decision ticks (a CPU press usually lasts one tick) never reaches the game.
+* ``"carry"``: the stick of the command at t; as buttons, every button the teacher
+  pressed in the window, so a press between decisions is made at the next decision, up
+  to R-1 ticks late, instead of lost -- but with the stick of tick t, not the one the
+  CPU pressed it with.
+* ``"last_press"``: the whole command of the latest tick in the window on which the
+  teacher pressed a new button (the command at t if none): the press with its stick.
+
+The CPU still thinks every tick (its reaction-delay history and timers advance as they
+would; see ``demos.c``'s header for why that is the only correct way to call it), but
+only the labels reach the game.  So the states recorded are the ones a perfect clone of
+the labels at repeat R would visit, and the layout-2 "previous command" of each input
+is the command actually executed at the previous decision.  What that costs the teacher
+is measurable: compare a collection's per-match results at R with the same seeds at R
+= 1 (= the full-rate CPU, bit for bit, under every rule); ``teacher_presses_dropped``
+counts the CPU's presses no label carries, ``executed_presses`` the presses the game
+applied.
+
+Measured (docs/imitation.md has the whole table and its command), wins of 200 against
+the level below at R = 4: L4 / L6 / L8 held 0 / 3 / 40, carry 167 / 83 / 19, last_press
+173 / 139 / 118, where the full-rate CPU wins 172 / 158 / 160 (L4 vs L3, L6 vs L5, L8
+vs L7).  The press's own stick is what ``carry`` loses (with special, the stick decides
+up-special or finisher): ``"last_press"`` is what ``python -m brawlkit imitate`` uses.
 
 A :class:`DemoSet` saves to one ``.npz`` (:data:`FORMAT`, :data:`FORMAT_VERSION`; the
 metadata as JSON inside) and :meth:`DemoSet.load` refuses anything else with a message
@@ -70,25 +82,43 @@ from brawlkit.wire.protocol import SNAPSHOT_SIZE, NetPlayer, pack_snapshot
 #: the ``format`` entry of a saved set's metadata, and its version (bump on any change
 #: of the arrays or their meaning)
 FORMAT = "brawlkit-demos"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
-LABEL_RULE_COLLECTED = (
-    "label = the teacher's command at each decision tick t (t % action_repeat == 0 from the "
-    "match start); the teacher (a CPU thinks every tick) has only that command applied, held "
-    "for action_repeat ticks; with a student, the executed command is the student's with "
-    "probability beta (the label stays the teacher's); the input's previous command is the "
-    "command executed at the previous decision")
-LABEL_RULE_REPLAY = (
-    "label = the slot's recorded input at each decision tick t (t % action_repeat == 0 from "
-    "the match start); the states are the recording's (every per-tick input was applied); "
-    "the input's previous command is the label of the previous decision; presses that fall "
-    "entirely between decision ticks are lost (meta['presses'])")
+#: the label rules by name (``demos.h``'s ``BP_DEMO_LABEL_*``, set below from the header)
+LABEL_RULES: dict[str, int] = {}
+#: each rule in words, as a collected set's ``meta['label_rule_text']`` records it
+LABEL_RULE_TEXT = {
+    "held": (
+        "label = the teacher's command at each decision tick t (t % action_repeat == 0 from the "
+        "match start)"),
+    "carry": (
+        "label = at each decision tick t (t % action_repeat == 0 from the match start), the stick "
+        "of the teacher's command at t and every button it pressed on the ticks t-R < u <= t "
+        "(R = action_repeat): a press between decisions is made at the next one"),
+    "last_press": (
+        "label = at each decision tick t (t % action_repeat == 0 from the match start), the "
+        "teacher's whole command (stick and buttons) on the latest tick t-R < u <= t (R = "
+        "action_repeat) on which it pressed a button it did not hold the tick before; its "
+        "command at t if there is none"),
+}
+_COLLECTED_TAIL = (
+    "; only the labels are applied, each held for action_repeat ticks (a CPU teacher thinks "
+    "every tick); with a student, the executed command is the student's with probability beta "
+    "(the label stays the teacher's); the input's previous command is the command executed at "
+    "the previous decision")
+_REPLAY_TAIL = (
+    " -- of the slot's recorded inputs; the states are the recording's (every per-tick input was "
+    "applied); the input's previous command is the label of the previous decision; presses no "
+    "label carries are counted in meta['presses']")
+
 
 # ----------------------------------------------------------------- the C side
 #: demos.h's ``#define BP_DEMO_*`` literals (error codes, kinds, slot), read, not retyped
 _DEMOS_H = native_dir() / "src" / "demos.h"
 D: dict[str, int] = {n: int(d.c_value) for n, d in read_defines(_DEMOS_H).items()
                      if n.startswith("BP_DEMO_") and isinstance(d.c_value, int)}
+LABEL_RULES.update(held=D["BP_DEMO_LABEL_HELD"], carry=D["BP_DEMO_LABEL_CARRY"],
+                   last_press=D["BP_DEMO_LABEL_LAST_PRESS"])
 
 #: which argument each C error code is about (the ValueError names it)
 _ERR_ARG = {
@@ -98,7 +128,7 @@ _ERR_ARG = {
     "BP_DEMO_ERR_TEACHER_POLICY": "teacher", "BP_DEMO_ERR_OPPONENT_POLICY": "opponent",
     "BP_DEMO_ERR_STUDENT_POLICY": "student", "BP_DEMO_ERR_BETA": "beta",
     "BP_DEMO_ERR_KIND": "teacher/opponent", "BP_DEMO_ERR_MATCHES_CAP": "matches",
-    "BP_DEMO_ERR_ROWS_CAP": "row_capacity",
+    "BP_DEMO_ERR_ROWS_CAP": "row_capacity", "BP_DEMO_ERR_LABEL_RULE": "label_rule",
 }
 
 
@@ -119,7 +149,7 @@ class BpDemoSettings(ctypes.Structure):
         ("teacher_slot", ctypes.c_int32), ("action_repeat", ctypes.c_int32),
         ("input_layout", ctypes.c_int32), ("opponent_repeat", ctypes.c_int32),
         ("student", ctypes.c_void_p), ("beta", ctypes.c_double),
-        ("beta_seed", ctypes.c_uint32), ("reserved", ctypes.c_uint32),
+        ("beta_seed", ctypes.c_uint32), ("label_rule", ctypes.c_int32),
     ]
 
 
@@ -129,7 +159,8 @@ class BpDemoMatch(ctypes.Structure):
         ("rows", ctypes.c_uint32), ("teacher_slot", ctypes.c_uint8), ("winner", ctypes.c_uint8),
         ("stocks", ctypes.c_uint8 * 2), ("damage", ctypes.c_float * 2),
         ("teacher_presses", ctypes.c_uint32), ("teacher_presses_dropped", ctypes.c_uint32),
-        ("student_decisions", ctypes.c_uint32),
+        ("student_decisions", ctypes.c_uint32), ("executed_presses", ctypes.c_uint32),
+        ("final_snapshot", ctypes.c_uint8 * SNAPSHOT_SIZE),
     ]
 
 
@@ -281,10 +312,15 @@ class DemoSet:
     rows, teacher_slot, winner (a slot, ``BP_WINNER_DRAW``, or ``BP_WINNER_NONE`` for a
     replay cut short), stocks[2] and damage[2] at the end (per slot), teacher_presses /
     teacher_presses_dropped (presses in the teacher's per-tick output, and those no
-    decision tick saw; for a replay, the recorded player's), student_decisions.
+    label carries; for a replay, the recorded player's), student_decisions,
+    executed_presses (presses the game applied to the teacher's slot; for a replay,
+    the presses of its labels held R ticks), final_snapshot (92 bytes: the state the
+    match ended in, which no row holds: what a reward needs for the last step).
 
     ``meta``: ``source`` ("collected", "replay" or "mixed"), ``input_layout``,
-    ``input_dim``, ``action_repeat``, ``label_rule`` (the rule in words), and per source
+    ``input_dim``, ``action_repeat``, ``label_rule`` (a :data:`LABEL_RULES` name; a
+    mixed concatenation: the parts' names joined by "+"), ``label_rule_text`` (the rule
+    in words), and per source
     teacher / opponent / seeds / teacher_slot / student / beta / beta_seed /
     opponent_repeat, or replay / names / player / slot / presses / ticks_off_hold; a
     concatenation keeps its parts' metadata under ``parts``.
@@ -444,9 +480,11 @@ def concat(sets: Sequence[DemoSet]) -> DemoSet:
         row_off += len(s)
     sources = {s.meta.get("source") for s in sets}
     parts = [p for s in sets for p in (s.meta.get("parts") or [s.meta])]
+    rules = sorted({str(p["label_rule"]) for p in parts if "label_rule" in p})
     meta = {"source": sources.pop() if len(sources) == 1 else "mixed",
             "input_layout": layouts.pop(), "action_repeat": repeats.pop(),
-            "input_dim": sets[0].inputs.shape[1], "parts": parts}
+            "input_dim": sets[0].inputs.shape[1], "parts": parts,
+            **({"label_rule": "+".join(rules)} if rules else {})}
     return DemoSet(
         **{k: np.concatenate([getattr(s, k) for s in sets]) for k in _ROW_ARRAYS if k != "match"},
         match=np.concatenate(match_idx).astype(np.uint32), matches=np.concatenate(matches), meta=meta)
@@ -520,13 +558,35 @@ def _collect_chunk(settings: BpDemoSettings, seeds: Sequence[int], dim: int,
                    meta={"input_layout": settings.input_layout, "action_repeat": settings.action_repeat})
 
 
+def _label_rule(rule: str) -> str:
+    if rule not in LABEL_RULES:
+        raise ValueError(f"label_rule must be one of {sorted(LABEL_RULES)}, got {rule!r}")
+    return rule
+
+
+def _slot_code(teacher_slot: int | str) -> int:
+    if teacher_slot == "alternate":
+        return D["BP_DEMO_SLOT_ALTERNATE"]
+    if teacher_slot in (0, 1) and not isinstance(teacher_slot, bool):
+        return int(teacher_slot)
+    raise ValueError(f"teacher_slot must be 0, 1 or 'alternate', got {teacher_slot!r}")
+
+
+def _check_dagger(student: str | os.PathLike[str] | None, beta: float, beta_seed: int) -> int:
+    if isinstance(beta, bool) or not isinstance(beta, int | float) or not 0.0 <= beta <= 1.0:
+        raise ValueError(f"beta must be a probability in [0, 1], got {beta!r}")
+    if beta > 0 and student is None:
+        raise ValueError(f"beta is {beta} but no student is given")
+    return _int_arg(beta_seed, "beta_seed", 0, _U32 - 1)
+
+
 def collect_demos(teacher: PlayerSpec, opponents: PlayerSpec | Sequence[PlayerSpec], matches: int,
                   seed: int, *, action_repeat: int = 4, input_layout: int = INPUT_LAYOUT,
                   teacher_slot: int | str = "alternate", student: str | os.PathLike[str] | None = None,
                   beta: float = 0.0, beta_seed: int = 0, opponent_repeat: int = 0,
-                  row_capacity: int | None = None) -> DemoSet:
+                  row_capacity: int | None = None, label_rule: str = "held") -> DemoSet:
     """Play ``matches`` matches of ``teacher`` against each of ``opponents`` in C and
-    return every teacher decision (the label rule is the module docstring's).
+    return every teacher decision (the label rules are the module docstring's).
 
     Args:
         teacher, opponents: a CPU level (``4``, ``"cpu:4"``) or a ``.bpw`` path each; a
@@ -543,6 +603,9 @@ def collect_demos(teacher: PlayerSpec, opponents: PlayerSpec | Sequence[PlayerSp
             ``beta_seed`` and the match seed); the label is always the teacher's.
         row_capacity: rows allocated per C call (default: enough for any match); a
             smaller one makes the call fail with a ValueError naming it.
+        label_rule: ``"held"`` or ``"carry"`` (:data:`LABEL_RULES`): how a CPU teacher's
+            every-tick output becomes one command per decision (a policy teacher's rows
+            are the same under both).
 
     Deterministic in the arguments: the same call returns the same bytes.
     """
@@ -559,21 +622,19 @@ def collect_demos(teacher: PlayerSpec, opponents: PlayerSpec | Sequence[PlayerSp
         raise ValueError(f"input_layout must be one of {sorted(INPUT_LAYOUTS)}, got {input_layout!r}")
     opponent_repeat = 0 if opponent_repeat == 0 else _int_arg(
         opponent_repeat, "opponent_repeat", 1, int(C.BP_MAX_REPEAT))
-    if teacher_slot == "alternate":
-        slot_code = D["BP_DEMO_SLOT_ALTERNATE"]
-    elif teacher_slot in (0, 1) and not isinstance(teacher_slot, bool):
-        slot_code = int(teacher_slot)
-    else:
-        raise ValueError(f"teacher_slot must be 0, 1 or 'alternate', got {teacher_slot!r}")
-    if isinstance(beta, bool) or not isinstance(beta, int | float) or not 0.0 <= beta <= 1.0:
-        raise ValueError(f"beta must be a probability in [0, 1], got {beta!r}")
-    if beta > 0 and student is None:
-        raise ValueError(f"beta is {beta} but no student is given")
-    beta_seed = _int_arg(beta_seed, "beta_seed", 0, _U32 - 1)
+    slot_code, rule = _slot_code(teacher_slot), _label_rule(label_rule)
+    beta_seed = _check_dagger(student, beta, beta_seed)
     if row_capacity is not None:
         row_capacity = _int_arg(row_capacity, "row_capacity", 0, 1 << 40)
     dim = INPUT_LAYOUTS[input_layout]
     seeds = [(seed + i) % _U32 for i in range(matches)]
+    meta = {"source": "collected", "teacher": t_desc, "action_repeat": action_repeat,
+            "input_layout": input_layout, "input_dim": dim, "teacher_slot": teacher_slot,
+            "seeds": seeds, "opponent_repeat": opponent_repeat,
+            "student": str(student) if student is not None else None, "beta": float(beta),
+            "beta_seed": beta_seed, "label_rule": rule,
+            "label_rule_text": LABEL_RULE_TEXT[rule] + _COLLECTED_TAIL,
+            "snapshot_header": "bp_sim_snapshot(sim, seq 0, 2 players, lockstep, ack 0)"}
 
     loaded: list[NativePolicy] = []
     try:
@@ -587,22 +648,16 @@ def collect_demos(teacher: PlayerSpec, opponents: PlayerSpec | Sequence[PlayerSp
         t_ptr = handle(t_path, "teacher")
         s_ptr = handle(Path(student), "student") if student is not None else None
         parts = []
-        for (o_kind, o_level, o_path, o_desc), name in zip(
-                opps, (f"opponents[{i}]" for i in range(len(opps))), strict=True):
+        for i, (o_kind, o_level, o_path, o_desc) in enumerate(opps):
             settings = BpDemoSettings(
-                BpDemoPlayer(t_kind, t_level, t_ptr), BpDemoPlayer(o_kind, o_level, handle(o_path, name)),
-                slot_code, action_repeat, input_layout, opponent_repeat, s_ptr, float(beta), beta_seed, 0)
-            chunks = [_collect_chunk(settings, seeds[i:i + _CHUNK_MATCHES], dim, row_capacity)
-                      for i in range(0, len(seeds), _CHUNK_MATCHES)]
+                BpDemoPlayer(t_kind, t_level, t_ptr),
+                BpDemoPlayer(o_kind, o_level, handle(o_path, f"opponents[{i}]")), slot_code,
+                action_repeat, input_layout, opponent_repeat, s_ptr, float(beta), beta_seed,
+                LABEL_RULES[rule])
+            chunks = [_collect_chunk(settings, seeds[k:k + _CHUNK_MATCHES], dim, row_capacity)
+                      for k in range(0, len(seeds), _CHUNK_MATCHES)]
             part = concat(chunks) if len(chunks) > 1 else chunks[0]
-            part.meta = {
-                "source": "collected", "teacher": t_desc, "opponent": o_desc,
-                "action_repeat": action_repeat, "input_layout": input_layout, "input_dim": dim,
-                "teacher_slot": teacher_slot, "seeds": seeds, "opponent_repeat": opponent_repeat,
-                "student": str(student) if student is not None else None, "beta": float(beta),
-                "beta_seed": beta_seed, "label_rule": LABEL_RULE_COLLECTED,
-                "snapshot_header": "bp_sim_snapshot(sim, seq 0, 2 players, lockstep, ack 0)",
-            }
+            part.meta = {**meta, "opponent": o_desc}
             parts.append(part)
     finally:
         for pol in loaded:
@@ -610,8 +665,8 @@ def collect_demos(teacher: PlayerSpec, opponents: PlayerSpec | Sequence[PlayerSp
     if len(parts) == 1:
         return parts[0]
     ds = concat(parts)
-    ds.meta.update(source="collected", teacher=t_desc, opponents=[p.meta["opponent"] for p in parts],
-                   label_rule=LABEL_RULE_COLLECTED)
+    ds.meta.update({k: v for k, v in meta.items() if k not in ds.meta},
+                   opponents=[p.meta["opponent"] for p in parts])
     return ds
 
 
@@ -619,7 +674,7 @@ def collect_cpu_demos(teacher_level: int, opponent_levels: int | Sequence[int], 
                       action_repeat: int = 4, input_layout: int = INPUT_LAYOUT,
                       teacher_slot: int | str = "alternate",
                       student: str | os.PathLike[str] | None = None, beta: float = 0.0,
-                      beta_seed: int = 0) -> DemoSet:
+                      beta_seed: int = 0, label_rule: str = "held") -> DemoSet:
     """CPU ``teacher_level`` against each of ``opponent_levels`` (:func:`collect_demos`
     with CPU levels only; errors name ``teacher_level`` / ``opponent_levels``)."""
     lo, hi = int(C.BP_CPU_LEVEL_MIN), int(C.BP_CPU_LEVEL_MAX)
@@ -631,7 +686,7 @@ def collect_cpu_demos(teacher_level: int, opponent_levels: int | Sequence[int], 
         _int_arg(lvl, f"opponent_levels[{i}]", lo, hi)
     return collect_demos(teacher_level, levels, matches, seed, action_repeat=action_repeat,
                          input_layout=input_layout, teacher_slot=teacher_slot, student=student,
-                         beta=beta, beta_seed=beta_seed)
+                         beta=beta, beta_seed=beta_seed, label_rule=label_rule)
 
 
 # ----------------------------------------------------------------- replays
@@ -643,35 +698,81 @@ def action_of(stick_x: float, stick_y: float, buttons: int) -> np.ndarray:
                     dtype=np.float32)
 
 
-def press_stats(buttons: np.ndarray, action_repeat: int) -> dict[str, Any]:
-    """What deciding every ``action_repeat`` ticks does to a per-tick button stream.
+def press_stats(buttons: np.ndarray, action_repeat: int, label_rule: str = "held") -> dict[str, Any]:
+    """What deciding every ``action_repeat`` ticks by ``label_rule`` does to a per-tick
+    button stream (the accounting of ``demos.c``, whose ``teacher_presses_dropped`` it
+    reproduces).
 
-    A press is a maximal run of ticks with a button held.  ``dropped``: no decision tick
-    (t % R == 0) falls in the run -- a clone at repeat R never sees it; ``delayed``: it
-    starts between decision ticks but lasts into one -- seen late.  Per button and in
+    A press is a maximal run of ticks with a button held.  It is carried when the label
+    (:func:`label_ticks`) of the first decision tick at or after its start has that
+    button -- one press per button per label -- and else ``dropped`` (under ``"held"``:
+    no decision tick falls in the run, so a clone at repeat R never sees it); a press
+    runs out of decisions when the stream ends first.  ``delayed``: carried, but by a
+    label at whose tick no press of the button started -- seen late.  Per button and in
     total."""
-    t = np.arange(len(buttons))
+    b = np.asarray(buttons, np.int64)
+    _, label = label_ticks(b, action_repeat, label_rule)
     out: dict[str, Any] = {"presses": 0, "dropped": 0, "delayed": 0, "per_button": {}}
     names = ("jump", "attack", "special", "shield")
-    decision = (t % action_repeat) == 0
     for name, bit in zip(names, BUTTON_BITS, strict=True):
-        held = (buttons.astype(np.int64) & bit) != 0
-        edges = np.diff(np.concatenate([[0], held.astype(np.int8), [0]]))
-        starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)  # [start, end)
-        # a decision tick inside [s, e): the first multiple of R at or after s is < e
-        first_decision = -(-starts // action_repeat) * action_repeat
-        seen = first_decision < ends
-        n, dropped = len(starts), int(np.sum(~seen))
-        delayed = int(np.sum(seen & ~decision[starts])) if n else 0
-        out["per_button"][name] = {"presses": n, "dropped": dropped, "delayed": delayed}
+        held = (b & bit) != 0
+        starts = np.flatnonzero(held & ~np.concatenate([[False], held[:-1]]))
+        first = -(-starts // action_repeat)  # index of the first decision at or after the start
+        pending = np.bincount(first, minlength=len(label) + 1)[:len(label)]
+        has = (label & bit) != 0
+        carried = has & (pending > 0)
+        on_tick = np.zeros(len(label), bool)
+        on_tick[starts[starts % action_repeat == 0] // action_repeat] = True
+        n, kept = len(starts), int(carried.sum())
+        delayed = int(np.sum(carried & ~on_tick))
+        out["per_button"][name] = {"presses": n, "dropped": n - kept, "delayed": delayed}
         out["presses"] += n
-        out["dropped"] += dropped
+        out["dropped"] += n - kept
         out["delayed"] += delayed
     return out
 
 
+def label_ticks(buttons: np.ndarray, action_repeat: int, label_rule: str = "held"
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """(tick whose stick each decision's label takes, the label's buttons) for a per-tick
+    input stream, decision ticks t = 0, R, 2R, ... below ``len(buttons)``, by the rule
+    (``demos.h``): ``"held"`` tick t and its buttons; ``"carry"`` tick t and the OR of
+    the buttons over the window t-R < u <= t; ``"last_press"`` the latest tick of the
+    window that pressed a button not held the tick before (t if none) and its buttons.
+    The C collector applies the same rules to a CPU teacher's every-tick output."""
+    _label_rule(label_rule)
+    b = np.asarray(buttons, np.int64)
+    t = np.arange(0, len(b), action_repeat)
+    if label_rule == "held" or action_repeat == 1:
+        return t, b[t]
+    ticks = np.arange(len(b))
+    window = [np.clip(t - k, 0, None) for k in range(action_repeat)]  # k = 0 .. R-1 back
+    valid = [t - k >= 0 for k in range(action_repeat)]
+    if label_rule == "carry":
+        out = b[t].copy()
+        for w, ok in zip(window[1:], valid[1:], strict=True):
+            out |= np.where(ok, b[w], 0)
+        return t, out
+    prev = np.concatenate([[0], b[:-1]])
+    rising = (b & ~prev) != 0
+    latest = t.copy()
+    found = np.zeros(len(t), bool)
+    for w, ok in zip(window, valid, strict=True):  # newest first: the first hit is the latest
+        hit = ok & rising[w] & ~found
+        latest[hit], found[hit] = ticks[w][hit], True
+    return latest, b[latest]
+
+
+def _presses_of_labels(buttons: np.ndarray) -> int:
+    """Presses of a label stream as the game applies it (each label held R ticks): the
+    rising edges of each button from one decision to the next."""
+    b = np.concatenate([[0], np.asarray(buttons, np.int64)])
+    return int(sum(np.sum(((b[1:] & bit) != 0) & ((b[:-1] & bit) == 0)) for bit in BUTTON_BITS))
+
+
 def demos_from_replay(path: str | os.PathLike[str], slot: int, action_repeat: int = 4,
-                      input_layout: int = INPUT_LAYOUT, *, verify_first: bool = True) -> DemoSet:
+                      input_layout: int = INPUT_LAYOUT, *, verify_first: bool = True,
+                      label_rule: str = "held") -> DemoSet:
     """Rows from a ``.bpr`` recording: ``slot``'s recorded input at every R-th tick.
 
     The recording is re-simulated (:func:`brawlkit.replay.replay_states`; with
@@ -681,28 +782,64 @@ def demos_from_replay(path: str | os.PathLike[str], slot: int, action_repeat: in
     the policy input built from it by the env's own builder
     (:func:`brawlkit.env.observation.build_input`) with the previous command = the label
     of the previous decision (neutral at the first), and the label = the input the
-    player applied at tick t.
+    player applied at tick t, its buttons by ``label_rule`` (:func:`label_buttons`).
 
-    What is lost: a human (or a CPU) acts every tick, so the inputs between decision
-    ticks are dropped -- a press released before the next decision tick never appears
-    in any label.  ``meta['presses']`` counts them (:func:`press_stats`: presses,
-    ``dropped``, ``delayed``) and ``meta['ticks_off_hold']`` counts the ticks whose
-    recorded input differs from the one at the preceding decision tick.  Unlike the C
-    collector, the states are the recording's, not those a clone holding its commands
-    would visit: the label rule differs (``meta['label_rule']``).
+    What is lost: a human (or a CPU) acts every tick, so under ``"held"`` the inputs
+    between decision ticks are dropped -- a press released before the next decision
+    tick never appears in any label (``"carry"`` moves it to the next decision).
+    ``meta['presses']`` counts them (:func:`press_stats`: presses, ``dropped``,
+    ``delayed``) and ``meta['ticks_off_hold']`` counts the ticks whose recorded input
+    differs from the one at the preceding decision tick.  Unlike the C collector, the
+    states are the recording's, not those a clone holding its commands would visit: the
+    label rule differs (``meta['label_rule_text']``).
     """
-    from brawlkit.replay import read_replay, replay_states, verify
+    from brawlkit.replay import read_replay, verify
 
     slot = _int_arg(slot, "slot", 0, 1)
     action_repeat = _int_arg(action_repeat, "action_repeat", 1, int(C.BP_MAX_REPEAT))
     if input_layout not in INPUT_LAYOUTS:
         raise ValueError(f"input_layout must be one of {sorted(INPUT_LAYOUTS)}, got {input_layout!r}")
+    _label_rule(label_rule)
     rep = read_replay(path)
     if verify_first:
         verify(rep)
     n = rep.n_ticks
     per_tick = rep.inputs()[:, slot, :] if n else np.zeros((0, 3))
-    rows = (n + action_repeat - 1) // action_repeat
+    src, buttons = label_ticks(per_tick[:, 2].astype(np.int64), action_repeat, label_rule)
+    ds, final = _replay_rows(rep, slot, per_tick[src], buttons, action_repeat, input_layout)
+    held_idx = (np.arange(n) // action_repeat) * action_repeat
+    off_hold = int(np.sum(np.any(per_tick != per_tick[held_idx], axis=1))) if n else 0
+    presses = press_stats(per_tick[:, 2].astype(np.int64), action_repeat, label_rule)
+    fin = rep.final_players
+    m = ds.matches[0]
+    m["seed"], m["ticks"], m["first_row"], m["rows"] = rep.seed, n, 0, len(ds)
+    m["teacher_slot"], m["winner"] = slot, rep.winner
+    m["stocks"] = (fin[0].stocks, fin[1].stocks)
+    m["damage"] = (fin[0].damage, fin[1].damage)
+    m["teacher_presses"], m["teacher_presses_dropped"] = presses["presses"], presses["dropped"]
+    m["executed_presses"] = _presses_of_labels(buttons)
+    m["final_snapshot"] = np.frombuffer(final, np.uint8)
+    ds.meta = {
+        "source": "replay", "replay": str(path), "names": list(rep.names),
+        "player": rep.names[slot], "slot": slot, "seed": rep.seed, "match_id": rep.match_id,
+        "complete": bool(rep.complete), "cpu_level": rep.cpu_level,
+        "action_repeat": action_repeat, "input_layout": input_layout,
+        "input_dim": INPUT_LAYOUTS[input_layout], "label_rule": label_rule,
+        "label_rule_text": LABEL_RULE_TEXT[label_rule] + _REPLAY_TAIL, "presses": presses,
+        "ticks": n, "ticks_off_hold": off_hold,
+        "snapshot_header": "pack_snapshot(seq 0, 2 players, the replay's mode, ack 0)",
+    }
+    return ds
+
+
+def _replay_rows(rep: Any, slot: int, labels: np.ndarray, buttons: np.ndarray,
+                 action_repeat: int, input_layout: int) -> tuple[DemoSet, bytes]:
+    """The rows of a re-simulated recording (row r's label: the stick of ``labels[r]``,
+    the buttons ``buttons[r]``) and the SNAPSHOT of its final state; ``matches`` left
+    to fill."""
+    from brawlkit.replay import replay_states
+
+    n, rows = rep.n_ticks, len(buttons)
     dim = INPUT_LAYOUTS[input_layout]
     inputs = np.empty((rows, dim), np.float32)
     actions = np.empty((rows, ACT_DIM), np.float32)
@@ -710,50 +847,31 @@ def demos_from_replay(path: str | os.PathLike[str], slot: int, action_repeat: in
     snaps = np.empty((rows, SNAPSHOT_SIZE), np.uint8)
     tick = np.empty(rows, np.uint32)
     prev: tuple[float, float, int] = NEUTRAL_COMMAND
-    r = 0
+    r, final = 0, b""
     for st in replay_states(rep, every=action_repeat):
-        if st.tick >= n:
-            break
         snap = pack_snapshot(st.players, match_id=rep.match_id, ticks_left=st.ticks_left,
                              phase=st.phase, winner=st.winner, n_players=2, mode=rep.mode,
                              tick=st.tick)
+        if st.tick >= n:
+            final = snap
+            break
         inputs[r] = build_input(snap, slot, input_layout, prev)
-        sx, sy, b = float(per_tick[st.tick, 0]), float(per_tick[st.tick, 1]), int(per_tick[st.tick, 2])
+        sx, sy, b = float(labels[r, 0]), float(labels[r, 1]), int(buttons[r])
         actions[r] = action_of(sx, sy, b)
         commands[r] = (sx, sy, b)
         snaps[r] = np.frombuffer(snap, np.uint8)
         tick[r] = st.tick
         prev = (sx, sy, b)
         r += 1
-    if r != rows:
-        raise ValueError(f"{path}: re-simulation gave {r} decision states, expected {rows}")
-    buttons = per_tick[:, 2].astype(np.int64)
-    held_idx = (np.arange(n) // action_repeat) * action_repeat
-    off_hold = int(np.sum(np.any(per_tick != per_tick[held_idx], axis=1))) if n else 0
-    presses = press_stats(buttons, action_repeat)
-    final = rep.final_players
-    matches = np.zeros(1, MATCH_DTYPE)
-    m = matches[0]
-    m["seed"], m["ticks"], m["first_row"], m["rows"] = rep.seed, n, 0, rows
-    m["teacher_slot"], m["winner"] = slot, rep.winner
-    m["stocks"] = (final[0].stocks, final[1].stocks)
-    m["damage"] = (final[0].damage, final[1].damage)
-    m["teacher_presses"], m["teacher_presses_dropped"] = presses["presses"], presses["dropped"]
-    meta = {
-        "source": "replay", "replay": str(path), "names": list(rep.names),
-        "player": rep.names[slot], "slot": slot, "seed": rep.seed, "match_id": rep.match_id,
-        "complete": bool(rep.complete), "cpu_level": rep.cpu_level,
-        "action_repeat": action_repeat, "input_layout": input_layout, "input_dim": dim,
-        "label_rule": LABEL_RULE_REPLAY, "presses": presses, "ticks": n,
-        "ticks_off_hold": off_hold,
-        "snapshot_header": "pack_snapshot(seq 0, 2 players, the replay's mode, ack 0)",
-    }
+    if r != rows or not final:
+        raise ValueError(f"{rep.path}: re-simulation gave {r} decision states and "
+                         f"{'a' if final else 'no'} final state, expected {rows} and one")
     return DemoSet(inputs, actions, commands, snaps, np.zeros(rows, np.uint32), tick,
-                   np.zeros(rows, np.uint8), matches, meta)
+                   np.zeros(rows, np.uint8), np.zeros(1, MATCH_DTYPE)), final
 
 
 __all__ = [
-    "COMMAND_DTYPE", "FORMAT", "FORMAT_VERSION", "LABEL_RULE_COLLECTED", "LABEL_RULE_REPLAY",
+    "COMMAND_DTYPE", "FORMAT", "FORMAT_VERSION", "LABEL_RULES", "LABEL_RULE_TEXT", "label_ticks",
     "MATCH_DTYPE", "DemoSet", "NativePolicy", "action_of", "collect_cpu_demos", "collect_demos",
     "concat", "demos_from_replay", "full_rate_cpu_match", "lib", "press_stats", "strerror",
 ]

@@ -18,7 +18,9 @@ One run, step by step (the steps of :func:`train`, in order):
 5. model: SB3 PPO with the network of :mod:`brawlkit.export.actor`, stamped with
    how it is trained (action repeat, input layout, reward preset) so the saved
    zip carries it — or the resumed generation's (fresh weights, when that
-   generation ended with an exploiter's reset);
+   generation ended with an exploiter's reset); with ``--init-from`` a new run's
+   starts from that checkpoint's weights (``training/warmstart.py``), and with
+   ``--kl-coef`` its loss has a KL term toward that policy (``training/kl.py``);
 6. per generation (:meth:`_Generations.run`): ``learn`` for ``steps_per_generation``
    env steps, evaluate the deterministic policy (what ships) against fixed CPU
    levels, save ``gen_XXXX.zip`` + ``gen_XXXX.json``, register the member in the
@@ -67,7 +69,9 @@ from brawlkit.training.checkpoints import (
 from brawlkit.training.config import RunOptions, TrainConfig
 from brawlkit.training.envs import TrainingEnvs
 from brawlkit.training.evaluate import evaluate_model
+from brawlkit.training.kl import attach_reference, ppo_class
 from brawlkit.training.league_member import LeagueTrainee
+from brawlkit.training.warmstart import InitCheckpoint, check_init_from, load_init_weights
 
 
 @dataclass
@@ -112,16 +116,16 @@ def policy_meta(cfg: TrainConfig) -> PolicyMeta:
 
 
 def build_model(cfg: TrainConfig, venv: Any) -> Any:
-    """A fresh SB3 PPO of the project's network with ``cfg``'s hyperparameters."""
-    from stable_baselines3 import PPO
-
-    model = PPO(
+    """A fresh SB3 PPO of the project's network with ``cfg``'s hyperparameters (with
+    ``cfg.kl_coef`` > 0 the KL-penalised subclass, its reference attached: kl.py)."""
+    model = ppo_class(cfg)(
         "MlpPolicy", venv, learning_rate=cfg.learning_rate, n_steps=cfg.ppo_n_steps(),
         batch_size=cfg.ppo_batch_size(), n_epochs=cfg.n_epochs, gamma=cfg.gamma,
         gae_lambda=cfg.gae_lambda, clip_range=cfg.clip_range, ent_coef=cfg.ent_coef,
         policy_kwargs=policy_kwargs(cfg.log_std_init, cfg.hidden), seed=cfg.seed, device="cpu", verbose=0,
     )
     stamp_model(model, policy_meta(cfg))
+    attach_reference(model, cfg)
     return model
 
 
@@ -161,6 +165,7 @@ def train(cfg: TrainConfig | None = None, options: RunOptions | None = None,
     cfg.validate()
     opts = dataclasses.replace(options or RunOptions(), **run_options)
     opts.validate()
+    init = check_init_from(cfg)  # --init-from: refused here, before any server starts
     limit_threads()
     reward_weights = reward_config(make_reward(cfg.reward))  # fails fast on a bad reward spec
     sync = _connect_registry(cfg, opts)
@@ -172,7 +177,7 @@ def train(cfg: TrainConfig | None = None, options: RunOptions | None = None,
     try:
         with TrainingEnvs(cfg, sampler) as envs, _progress_bar(cfg, opts.progress) as pbar:
             run = _Generations(cfg, envs, rdir, resume_from, sampler, league, reward_weights,
-                               pbar)
+                               pbar, init)
             with run:
                 for gen in range(start_gen, start_gen + cfg.generations):
                     took = run.run(gen, result)
@@ -245,12 +250,12 @@ class _Generations(Closing):
     def __init__(self, cfg: TrainConfig, envs: TrainingEnvs, rdir: Path,
                  resume_from: dict[str, Any] | None, sampler: Any,
                  league: LeagueTrainee | None, reward_weights: dict[str, Any],
-                 pbar: Any) -> None:
+                 pbar: Any, init: InitCheckpoint | None = None) -> None:
         self.cfg, self.envs, self.rdir = cfg, envs, rdir
         self.sampler, self.league, self.reward_weights, self.pbar = (sampler, league,
                                                                      reward_weights, pbar)
         self.model, self.parent, self.member_parent = _load_or_build(cfg, envs.venv, rdir,
-                                                                     resume_from)
+                                                                     resume_from, init)
         self.callback = envs.callback(TrainCallback(
             sampler, cfg.n_envs, push_opponents=cfg.vec == "subproc" and cfg.ray is None,
             pbar=pbar, on_episode=league.on_episode if league else None))
@@ -334,17 +339,19 @@ def _flush_registry(sync: RegistrySync | None, opts: RunOptions) -> None:
               file=sys.stderr)
 
 
-def _load_or_build(cfg: TrainConfig, venv: Any, rdir: Path, resume_from: dict[str, Any] | None
-                   ) -> tuple[Any, str | None, str | None]:
+def _load_or_build(cfg: TrainConfig, venv: Any, rdir: Path, resume_from: dict[str, Any] | None,
+                   init: InitCheckpoint | None = None) -> tuple[Any, str | None, str | None]:
     """(model, parent checkpoint name, parent member id), its logger writing to ``rdir``:
-    a fresh model, the resumed generation's, or — when the resumed generation ended
+    a fresh model (with ``init``: the --init-from checkpoint's weights, which is then
+    the parent), the resumed generation's, or — when the resumed generation ended
     with an exploiter's reset — the same fresh weights the uninterrupted run had."""
-    from stable_baselines3 import PPO
-
     if resume_from is None:
         model = build_model(cfg, venv)
         model.set_logger(configure(str(rdir), ["csv", "tensorboard"]))
-        return model, None, None
+        if init is None:
+            return model, None, None
+        load_init_weights(model, init)
+        return model, str(init.path), init.member
     gen = int(resume_from["generation"])
     # SB3's CSV writer truncates: keep the earlier part under its own name
     old = rdir / "progress.csv"
@@ -354,7 +361,8 @@ def _load_or_build(cfg: TrainConfig, venv: Any, rdir: Path, resume_from: dict[st
     if resume_from.get("reset_after"):
         return _fresh_weights(cfg, venv, gen, logger), None, None
     zip_path = generation_paths(rdir, gen)[0]
-    model = PPO.load(str(zip_path), env=venv, device="cpu")
+    model = ppo_class(cfg).load(str(zip_path), env=venv, device="cpu")
+    attach_reference(model, cfg)
     model.ent_coef = cfg.ent_coef
     model.set_random_seed(cfg.seed + gen + 1)
     stamp_model(model, policy_meta(cfg))

@@ -38,9 +38,13 @@
  *          input_layout, prev) -- the env's fast lane and brawlpit_bot call exactly
  *          this -- where prev is the command EXECUTED at the previous decision (the
  *          neutral command at a match's first);
- *        - the label is the teacher's command: the CPU's tick-t output, or for a
- *          policy teacher bp_policy_forward on its own layout's input (same snapshot,
- *          same prev) then bp_action_decode, which is what brawlpit_bot plays;
+ *        - the label is the teacher's command: for a CPU, one command made of its
+ *          outputs on the ticks since the previous decision by the label rule
+ *          (BP_DEMO_LABEL_HELD: the tick-t output; _CARRY: it with every button
+ *          pressed since OR-ed in; _LAST_PRESS: the output of the latest tick that
+ *          pressed a button; demos.h spells them out); for a policy teacher bp_policy_forward
+ *          on its own layout's input (same snapshot, same prev) then bp_action_decode,
+ *          which is what brawlpit_bot plays;
  *        - the executed command is the label, or with probability beta (a draw from a
  *          xorshift32 seeded from beta_seed and the match seed) the student's
  *          deterministic command on the recorded input (DAgger); the label stays the
@@ -54,9 +58,18 @@
  *   4. bp_sim_step.
  *
  * What the cadence loses (counted per match, CPU teacher only): a "press" is a maximal
- * run of ticks with one button set in the teacher's every-tick output; it is dropped
- * when no decision tick falls inside the run (a CPU press usually lasts one tick, so
- * at repeat R most presses the CPU makes off the decision ticks never happen).
+ * run of ticks with one button set in the teacher's every-tick output; it is carried
+ * when the label of the first decision at or after its first tick has the button (a
+ * label carries at most one press per button), else dropped -- under HELD when no
+ * decision tick falls inside the run (a CPU press usually lasts one tick, so at repeat
+ * R most presses the CPU makes off the decision ticks never happen), under CARRY only
+ * when a second press of the button came in the same window, under LAST_PRESS also
+ * when a later press of another button took the window.  executed_presses counts the
+ * presses of the stream the simulation applied to the teacher's slot: presses carried
+ * into consecutive decisions merge into one held button (a button held across a
+ * decision does not press again), so every rule executes fewer presses than the CPU
+ * made.  final_snapshot is bp_sim_snapshot of the state the match ended in (what a
+ * reward needs for the match's last step).
  *
  * Data layout (caller-provided buffers, BpDemoOutput in demos.h), row r = one decision:
  *   inputs[r * D .. r * D + D - 1]      float32, D = bp_input_dim(input_layout)
@@ -160,6 +173,7 @@ const char *bp_demo_strerror(int err)
     case BP_DEMO_ERR_ROWS_CAP: return "row buffer too small for the decisions played";
     case BP_DEMO_ERR_NOMEM: return "out of memory";
     case BP_DEMO_ERR_OBS: return "the input builder refused a snapshot";
+    case BP_DEMO_ERR_LABEL_RULE: return "label_rule must be BP_DEMO_LABEL_HELD, _CARRY or _LAST_PRESS";
     default: return "unknown error";
     }
 }
@@ -203,6 +217,9 @@ static int check_settings(const BpDemoSettings *s)
         return BP_DEMO_ERR_STUDENT_POLICY;
     if (!(s->beta >= 0.0 && s->beta <= 1.0) || (s->beta > 0.0 && !s->student)) /* NaN fails */
         return BP_DEMO_ERR_BETA;
+    if (s->label_rule != BP_DEMO_LABEL_HELD && s->label_rule != BP_DEMO_LABEL_CARRY &&
+        s->label_rule != BP_DEMO_LABEL_LAST_PRESS)
+        return BP_DEMO_ERR_LABEL_RULE;
     return BP_DEMO_OK;
 }
 
@@ -236,32 +253,58 @@ static int policy_command(BpPolicy *p, int layout, const uint8_t *snap, int slot
 }
 
 /* ------------------------------------------------------------ press accounting */
+/* A press (a run of ticks with a button set in the CPU teacher's every-tick output)
+ * is carried when the label of the first decision at or after its first tick has
+ * that button; a label carries at most one press per button, so of several presses
+ * started since the previous decision all but one are dropped, all of them when the
+ * label lacks the button or the match ends first. */
 typedef struct {
-    int in_run[N_BUTTONS];
-    int seen[N_BUTTONS];
+    int on[N_BUTTONS];          /* the button was set on the previous tick */
+    uint32_t pending[N_BUTTONS]; /* presses started since the previous decision */
     uint32_t presses, dropped;
 } Presses;
 
-static void presses_tick(Presses *p, uint32_t buttons, int decision)
+static void presses_tick(Presses *p, uint32_t buttons)
 {
     for (int k = 0; k < N_BUTTONS; k++) {
-        if (buttons & BUTTONS[k]) {
-            if (!p->in_run[k]) {
-                p->in_run[k] = 1;
-                p->seen[k] = 0;
-                p->presses++;
-            }
-            if (decision)
-                p->seen[k] = 1;
-        } else if (p->in_run[k]) {
-            p->in_run[k] = 0;
-            if (!p->seen[k])
-                p->dropped++;
-        }
+        const int on = (buttons & BUTTONS[k]) != 0;
+        p->pending[k] += on && !p->on[k];
+        p->presses += on && !p->on[k];
+        p->on[k] = on;
     }
 }
 
-static void presses_end(Presses *p) { presses_tick(p, 0, 0); }
+/* a decision's label judges the presses pending; `end`: the match ended (no label) */
+static void presses_judge(Presses *p, uint32_t label_buttons, int end)
+{
+    for (int k = 0; k < N_BUTTONS; k++) {
+        const uint32_t carried = !end && (label_buttons & BUTTONS[k]) && p->pending[k] > 0;
+        p->dropped += p->pending[k] - carried;
+        p->pending[k] = 0;
+    }
+}
+
+/* The rule's label of a CPU teacher at a decision (header: BP_DEMO_LABEL_*): `now` is
+ * its tick-t output, `carried` the OR of its buttons since the previous decision,
+ * `pressed` its output on the latest tick since then that pressed a new button. */
+static BpCommand rule_label(int rule, BpCommand now, uint32_t carried, const BpCommand *pressed)
+{
+    if (rule == BP_DEMO_LABEL_CARRY)
+        now.buttons |= carried;
+    else if (rule == BP_DEMO_LABEL_LAST_PRESS && pressed)
+        return *pressed;
+    return now;
+}
+
+/* rising edges of `buttons` against the previous tick's `*prev` (which it updates) */
+static uint32_t count_edges(uint32_t *prev, uint32_t buttons)
+{
+    uint32_t n = 0;
+    for (int k = 0; k < N_BUTTONS; k++)
+        n += (buttons & BUTTONS[k]) && !(*prev & BUTTONS[k]);
+    *prev = buttons;
+    return n;
+}
 
 /* ------------------------------------------------------------ the collector */
 typedef struct {
@@ -297,6 +340,61 @@ static int write_row(Run *r, uint32_t match, uint32_t tick, const float *input, 
     return BP_DEMO_OK;
 }
 
+/* The teacher's decision at tick t (see the header): record the input, make the label
+ * (`think` = a CPU teacher's label by the rule, already made), choose what is executed,
+ * write the row.  On return T->cur is the command to hold. */
+static int teacher_decides(Run *r, BpDemoMatch *m, uint32_t index, uint32_t t, int ts,
+                           const uint8_t *snap, BpCommand think, uint32_t *beta_rng)
+{
+    const BpDemoSettings *s = r->s;
+    Side *T = &r->side[0];
+    float input[BP_INPUT_MAX_DIM];
+    if (bp_input_from_snapshot(snap, sizeof(SnapshotPacket), ts, s->input_layout, &T->prev, input) !=
+        BP_OBS_OK)
+        return BP_DEMO_ERR_OBS;
+    BpCommand label = think;
+    if (T->def->kind == BP_DEMO_POLICY && T->layout == s->input_layout) { /* the same input */
+        float a[BP_ACT_DIM];
+        bp_policy_forward(T->def->policy, input, a);
+        bp_action_decode(a, &label.stick_x, &label.stick_y, &label.buttons);
+    } else if (T->def->kind == BP_DEMO_POLICY) {
+        int rc = policy_command(T->def->policy, T->layout, snap, ts, &T->prev, &label);
+        if (rc)
+            return rc;
+    }
+    BpCommand exec = label;
+    int from_student = 0;
+    if (s->student && unit_draw(beta_rng) < s->beta) {
+        float a[BP_ACT_DIM];
+        bp_policy_forward(s->student, input, a);
+        bp_action_decode(a, &exec.stick_x, &exec.stick_y, &exec.buttons);
+        from_student = 1;
+        m->student_decisions++;
+    }
+    int rc = write_row(r, index, t, input, &label, &exec, from_student, snap);
+    if (rc)
+        return rc;
+    T->prev = T->cur = exec;
+    m->rows++;
+    return BP_DEMO_OK;
+}
+
+/* the match record's end-of-match fields */
+static void finish_match(Run *r, BpDemoMatch *m, const Presses *pr)
+{
+    NetPlayer fin[2];
+    bp_sim_players(r->sim, fin);
+    m->ticks = bp_sim_tick(r->sim);
+    m->winner = bp_sim_winner(r->sim);
+    for (int k = 0; k < 2; k++) {
+        m->stocks[k] = fin[k].stocks;
+        m->damage[k] = fin[k].damage;
+    }
+    m->teacher_presses = pr->presses;
+    m->teacher_presses_dropped = pr->dropped;
+    bp_sim_snapshot(r->sim, 0, 2, BP_MODE_LOCKSTEP, 0, m->final_snapshot, sizeof m->final_snapshot);
+}
+
 static int play_match(Run *r, uint32_t index, uint32_t seed, int ts)
 {
     const BpDemoSettings *s = r->s;
@@ -321,47 +419,36 @@ static int play_match(Run *r, uint32_t index, uint32_t seed, int ts)
     }
 
     uint8_t snap[sizeof(SnapshotPacket)];
-    float input[BP_INPUT_MAX_DIM];
+    uint32_t carried = 0, last_out = 0, applied = 0; /* teacher's since the last decision; its
+                                                      * last tick's; the slot's applied */
+    BpCommand pressed = neutral; /* the teacher's output on its latest pressing tick */
+    int have_pressed = 0;
     while (bp_sim_phase(r->sim) == BP_PHASE_PLAYING) {
         const uint32_t t = bp_sim_tick(r->sim);
         const int decide = t % (uint32_t)R == 0;
         const int o_decide = !o_cpu && t % (uint32_t)O->repeat == 0;
         BpCommand think = neutral;
-        if (t_cpu) {
-            think = command_of(bp_cpu_think(T->cpu, r->sim, ts));
-            presses_tick(&pr, think.buttons, decide);
+        if (t_cpu) { /* the rule's inputs (header), then at a decision the label */
+            BpCommand now = command_of(bp_cpu_think(T->cpu, r->sim, ts));
+            if (now.buttons & ~last_out)
+                pressed = now, have_pressed = 1;
+            last_out = now.buttons;
+            carried |= now.buttons;
+            presses_tick(&pr, now.buttons);
+            think = rule_label(s->label_rule, now, carried, have_pressed ? &pressed : NULL);
+            if (decide) {
+                presses_judge(&pr, think.buttons, 0);
+                carried = 0, have_pressed = 0;
+            }
         }
         if (o_cpu)
             O->cur = command_of(bp_cpu_think(O->cpu, r->sim, os));
         if (decide || o_decide)
             bp_sim_snapshot(r->sim, 0, 2, BP_MODE_LOCKSTEP, 0, snap, sizeof snap);
         if (decide) {
-            if (bp_input_from_snapshot(snap, sizeof snap, ts, s->input_layout, &T->prev, input) != BP_OBS_OK)
-                return BP_DEMO_ERR_OBS;
-            BpCommand label = think;
-            if (!t_cpu && T->layout == s->input_layout) { /* the same input: no second build */
-                float a[BP_ACT_DIM];
-                bp_policy_forward(T->def->policy, input, a);
-                bp_action_decode(a, &label.stick_x, &label.stick_y, &label.buttons);
-            } else if (!t_cpu) {
-                int rc = policy_command(T->def->policy, T->layout, snap, ts, &T->prev, &label);
-                if (rc)
-                    return rc;
-            }
-            BpCommand exec = label;
-            int from_student = 0;
-            if (s->student && unit_draw(&beta_rng) < s->beta) {
-                float a[BP_ACT_DIM];
-                bp_policy_forward(s->student, input, a);
-                bp_action_decode(a, &exec.stick_x, &exec.stick_y, &exec.buttons);
-                from_student = 1;
-                m.student_decisions++;
-            }
-            int rc = write_row(r, index, t, input, &label, &exec, from_student, snap);
+            int rc = teacher_decides(r, &m, index, t, ts, snap, think, &beta_rng);
             if (rc)
                 return rc;
-            T->prev = T->cur = exec;
-            m.rows++;
         }
         if (o_decide) {
             int rc = policy_command(O->def->policy, O->layout, snap, os, &O->prev, &O->cur);
@@ -372,20 +459,11 @@ static int play_match(Run *r, uint32_t index, uint32_t seed, int ts)
         BpInput in[2];
         in[ts] = (BpInput){T->cur.stick_x, T->cur.stick_y, T->cur.buttons};
         in[os] = (BpInput){O->cur.stick_x, O->cur.stick_y, O->cur.buttons};
+        m.executed_presses += count_edges(&applied, bp_input_sanitize(in[ts]).buttons);
         bp_sim_step(r->sim, in);
     }
-    presses_end(&pr);
-
-    NetPlayer fin[2];
-    bp_sim_players(r->sim, fin);
-    m.ticks = bp_sim_tick(r->sim);
-    m.winner = bp_sim_winner(r->sim);
-    for (int k = 0; k < 2; k++) {
-        m.stocks[k] = fin[k].stocks;
-        m.damage[k] = fin[k].damage;
-    }
-    m.teacher_presses = pr.presses;
-    m.teacher_presses_dropped = pr.dropped;
+    presses_judge(&pr, 0, 1);
+    finish_match(r, &m, &pr);
     r->out->matches[r->out->n_matches++] = m; /* bounded: match_capacity >= n_matches, checked */
     return BP_DEMO_OK;
 }

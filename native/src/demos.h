@@ -6,7 +6,8 @@
  * saw (built by obs.c, the code the env's fast lane and brawlpit_bot use), the
  * teacher's command as an action vector (the label), the command actually executed,
  * the SNAPSHOT bytes the input was built from, the match index and the tick.  The
- * label rule, the cadence and the buffer layout are described in demos.c's header.
+ * cadence and the buffer layout are described in demos.c's header; the label rules
+ * (BpDemoSettings.label_rule) below.
  *
  * Every structure here is plain C with natural alignment (no packing); the Python
  * mirror (brawlkit/training/demos.py) checks sizes at load (bp_demo_struct_size) and a
@@ -44,6 +45,7 @@ extern "C" {
 #define BP_DEMO_ERR_ROWS_CAP (-14)        /* the decisions outgrew row_capacity */
 #define BP_DEMO_ERR_NOMEM (-15)
 #define BP_DEMO_ERR_OBS (-16)             /* the input builder refused a snapshot (a bug) */
+#define BP_DEMO_ERR_LABEL_RULE (-17)      /* label_rule not a BP_DEMO_LABEL_* */
 
 /* BpDemoPlayer.kind */
 #define BP_DEMO_CPU 1
@@ -51,6 +53,27 @@ extern "C" {
 
 /* BpDemoSettings.teacher_slot: match i puts the teacher in slot i % 2 */
 #define BP_DEMO_SLOT_ALTERNATE 2
+
+/* BpDemoSettings.label_rule: how a CPU teacher's every-tick output becomes the one
+ * command per decision a policy at repeat R can send.  The teacher decides at the
+ * ticks t with t % R == 0; o(u) is its (sanitised) output at tick u; the window of
+ * the decision at t is the ticks t-R < u <= t (at the match's first decision, t = 0
+ * alone).  The label at t is
+ *   HELD        o(t): the decision tick's output, stick and buttons.  A button the CPU
+ *               pressed only on ticks between two decisions never reaches the game.
+ *   CARRY       the stick of o(t); as buttons the OR of o(u).buttons over the window:
+ *               every press since the previous decision is made at this one, late by
+ *               up to R-1 ticks, with the stick of tick t.
+ *   LAST_PRESS  o(p), p the latest tick of the window on which the CPU pressed a
+ *               button it did not hold on tick p-1 (its stick and all its buttons: a
+ *               CPU press comes with the stick it meant it with); o(t) if there is none.
+ * Under every rule the label is what is executed (held for the next R ticks) unless a
+ * DAgger student's command is (beta), so the recorded states are the ones a perfect
+ * clone of the labels visits.  At R = 1 the rules coincide.  A policy teacher has no
+ * output between its decisions: every rule gives the same rows. */
+#define BP_DEMO_LABEL_HELD 0
+#define BP_DEMO_LABEL_CARRY 1
+#define BP_DEMO_LABEL_LAST_PRESS 2
 
 /* bytes of one stored SNAPSHOT: the datagram the server sends */
 #define BP_DEMO_SNAPSHOT_BYTES sizeof(SnapshotPacket)
@@ -80,7 +103,7 @@ typedef struct {
     BpPolicy *student;       /* DAgger: NULL = none */
     double beta;             /* probability a decision executes the student's command */
     uint32_t beta_seed;      /* seeds the beta draws (with each match's seed) */
-    uint32_t reserved;       /* 0 */
+    int32_t label_rule;      /* BP_DEMO_LABEL_HELD (0), _CARRY or _LAST_PRESS */
 } BpDemoSettings;
 
 /* What one match gave. */
@@ -94,8 +117,10 @@ typedef struct {
     uint8_t stocks[2];       /* final stocks, per slot */
     float damage[2];         /* final damage, per slot */
     uint32_t teacher_presses;          /* CPU teacher: presses in its every-tick output */
-    uint32_t teacher_presses_dropped;  /* ... of which no decision tick saw any tick */
+    uint32_t teacher_presses_dropped;  /* ... of which no label carries any tick (the rule's) */
     uint32_t student_decisions;        /* decisions that executed the student's command */
+    uint32_t executed_presses;         /* presses in the teacher slot's applied stream */
+    uint8_t final_snapshot[sizeof(SnapshotPacket)]; /* the state the match ended in */
 } BpDemoMatch;
 
 /* Caller-provided buffers.  A row array may be NULL (that field is not wanted); the
