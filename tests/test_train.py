@@ -245,3 +245,27 @@ def test_best_checkpoint_is_chosen_by_the_deterministic_score(tmp_path):
     assert json.loads((tmp_path / "best.json").read_text())["generation"] == 3
     (tmp_path / "best.json").write_text("{torn")  # a corrupt record is replaced, not fatal
     assert update_best(tmp_path, 3, tmp_path / "gen_0003.zip", 0.1).name == "gen_0003.zip"
+
+
+def test_an_exploiters_reset_returns_to_the_init_from_weights(tmp_path):
+    """With --init-from (an imitation start), an exploiter's reset goes back to that
+    checkpoint's weights — AlphaStar's exploiters reset to the supervised agent — and
+    without it to fresh random weights, the same for the same generation."""
+    import torch
+
+    from brawlkit.env.dummy import ZeroCostEnv
+    from brawlkit.export.actor import load_sb3_policy
+    from brawlkit.training.ppo import _fresh_weights, scratch_checkpoint
+
+    init = scratch_checkpoint(tmp_path / "init.zip", seed=3, learn_steps=64)
+    env = ZeroCostEnv(input_layout=2)
+
+    def params(policy) -> torch.Tensor:
+        return torch.cat([p.detach().flatten() for p in policy.parameters()])
+
+    ref = params(load_sb3_policy(init))
+    with_init = TrainConfig(role="main_exploiter", init_from=str(init), n_envs=1)
+    assert torch.equal(params(_fresh_weights(with_init, env, 2, None).policy), ref)
+    plain = TrainConfig(role="main_exploiter", n_envs=1)
+    a, b = (params(_fresh_weights(plain, env, 2, None).policy) for _ in range(2))
+    assert torch.equal(a, b) and not torch.equal(a, ref)

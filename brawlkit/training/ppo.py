@@ -415,12 +415,17 @@ def selection_score(evals: dict[str, dict[str, Any]]) -> float:
 
 
 def _fresh_weights(cfg: TrainConfig, venv: Any, generation: int, logger: Any) -> Any:
-    """A newly initialised model (an exploiter's reset after ``generation``), seeded from
-    the run's seed and the generation so a rerun — or a resume — resets to the same
-    weights. It keeps the run's logger: a new one would truncate ``progress.csv`` and
-    lose the log of every generation before the reset."""
+    """The model an exploiter starts over with after ``generation``: newly initialised,
+    seeded from the run's seed and the generation so a rerun — or a resume — resets to
+    the same weights; with ``--init-from``, that checkpoint's weights again (as
+    AlphaStar's exploiters reset to the supervised agent, not to random play). It keeps
+    the run's logger: a new one would truncate ``progress.csv`` and lose the log of
+    every generation before the reset."""
     seed = cfg.seed + 7919 * (generation + 1)
     model = build_model(TrainConfig.from_dict({**cfg.to_dict(), "seed": seed}), venv)
+    init = check_init_from(cfg)
+    if init is not None:
+        load_init_weights(model, init)
     model.set_logger(logger)
     return model
 
