@@ -113,3 +113,46 @@ def test_a_tiny_recipe_trains_and_is_judged_through_the_cli(tmp_path: Path) -> N
     again = run_cli("bench", "learn", str(recipe), "--out", str(out), "--no-progress", "--json",
                     timeout=120)
     assert again.returncode == 0 and last_json(again.stdout) == res
+
+
+IMITATION = """
+name = "clone"
+kind = "imitation"
+budget_steps = 0
+seeds = [2]
+[train]
+eval_levels = [1]
+eval_episodes = 1
+[imitation]
+teachers = [5]
+opponents = [2, 4]
+matches = 2
+epochs = 1
+c_eval_matches = 0
+[eval]
+matches = 2
+opponents = ["cpu:1"]
+"""
+
+
+@pytest.mark.training
+@pytest.mark.servers
+def test_an_imitation_recipe_judges_the_clone_itself(tmp_path: Path) -> None:
+    """kind "imitation": demonstrations collected, the actor cloned (docs/imitation.md), and
+    the clone — before any RL — judged like any shipped policy."""
+    recipe = tmp_path / "clone.toml"
+    recipe.write_text(IMITATION)
+    r = run_cli("bench", "learn", str(recipe), "--out", str(tmp_path / "out"), "--no-progress",
+                "--json", timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    (seed,) = last_json(r.stdout)["seeds"]
+    assert seed["env_steps"] == 0 and seed["imitation_seconds"] > 0
+    assert Path(seed["checkpoint"]).name == "gen_0000.zip" == Path(seed["init_from"]).name
+    assert seed["eval"]["cpu:1"]["episodes"] == 2
+    bad = tmp_path / "bad.toml"
+    bad.write_text(IMITATION.replace("budget_steps = 0", "budget_steps = 10"))
+    with pytest.raises(ValueError, match="budget_steps = 0"):
+        LearnConfig.load(bad)
+    bad.write_text(IMITATION.replace("teachers = [5]", "teachers = [9]"))
+    with pytest.raises(ValueError, match="teachers"):
+        LearnConfig.load(bad)

@@ -25,6 +25,13 @@ A recipe file (TOML)::
     [eval]
     matches = 100
     opponents = ["baseline", "cpu:1", "cpu:2", "cpu:3", "cpu:4", "cpu:5", "cpu:6", "cpu:7", "cpu:8"]
+    [imitation]                    # optional: a start from demonstrations (docs/imitation.md)
+    teachers = [7]                 # ImitationConfig fields; the clone is every role's --init-from
+    matches = 40
+
+``kind = "imitation"`` (with ``budget_steps = 0``) judges the clone itself, before any RL.
+The imitation's data and cloning are part of the seed's wall-clock (``imitation_seconds``
+beside ``train_seconds``).
 
 Each seed's run lives in ``<out>/s<seed>/`` with ``train.json`` and ``eval.json``; a
 rerun skips what is already there, so an interrupted benchmark continues.
@@ -48,13 +55,14 @@ from brawlkit.training import league_run
 from brawlkit.training.checkpoints import list_checkpoints
 from brawlkit.training.config import RunOptions, TrainConfig, config_fields
 from brawlkit.training.evaluate import evaluate_shipped, playstyle
+from brawlkit.training.imitation import ImitationConfig, imitate
 from brawlkit.training.ppo import train
 from brawlkit.wire.cpu_level import CPU_LEVELS, CpuLevel
 
 #: where recipe files live; ``bench learn NAME`` finds ``configs/learn/NAME.toml``
 CONFIG_DIR = Path("configs") / "learn"
 DEFAULT_OPPONENTS: tuple[str, ...] = (BASELINE_ID, *(CpuLevel(lv).spec for lv in CPU_LEVELS))
-KINDS = ("curriculum", "league")
+KINDS = ("curriculum", "league", "imitation")
 
 
 @dataclass
@@ -71,6 +79,7 @@ class LearnConfig:
     pick: str = "final"
     matches: int = 100
     opponents: tuple[str, ...] = DEFAULT_OPPONENTS
+    imitation: dict[str, Any] | None = None
     path: Path | None = field(default=None, compare=False)
 
     @classmethod
@@ -83,7 +92,8 @@ class LearnConfig:
         except (OSError, tomllib.TOMLDecodeError) as e:
             raise ValueError(f"{p}: {e}") from None
         ev = data.pop("eval", {})
-        known = {"name", "description", "kind", "budget_steps", "seeds", "roles", "pick", "train"}
+        known = {"name", "description", "kind", "budget_steps", "seeds", "roles", "pick", "train",
+                 "imitation"}
         unknown = sorted(set(data) - known) + sorted(f"eval.{k}" for k in set(ev) - {"matches",
                                                                                     "opponents"})
         if unknown:
@@ -97,7 +107,7 @@ class LearnConfig:
                       roles=tuple(str(r) for r in data.get("roles", ("main",))),
                       pick=str(data.get("pick", "final")), matches=int(ev.get("matches", 100)),
                       opponents=tuple(str(o) for o in ev.get("opponents", DEFAULT_OPPONENTS)),
-                      path=p)
+                      imitation=data.get("imitation"), path=p)
         except KeyError as e:
             raise ValueError(f"{p}: missing key {e}") from None
         cfg.validate()
@@ -111,8 +121,11 @@ class LearnConfig:
             raise ValueError(f"{where}: pick must be 'final' or 'best', got {self.pick!r}")
         if not self.roles or self.roles[0] != "main" or any(r not in ROLES for r in self.roles):
             raise ValueError(f"{where}: roles must start with 'main' and be among {ROLES}")
-        if self.kind == "curriculum" and self.roles != ("main",):
-            raise ValueError(f"{where}: a curriculum run trains main alone")
+        if self.kind in ("curriculum", "imitation") and self.roles != ("main",):
+            raise ValueError(f"{where}: a {self.kind} run trains main alone")
+        if self.kind == "imitation" and (self.imitation is None or self.budget_steps != 0):
+            raise ValueError(f"{where}: kind 'imitation' judges the clone itself: it needs an "
+                             "[imitation] table and budget_steps = 0")
         if not self.seeds or self.matches < 1:
             raise ValueError(f"{where}: need at least one seed and matches >= 1")
         for o in self.opponents:
@@ -125,11 +138,15 @@ class LearnConfig:
                              "may set (seed, role and generations come from the recipe)")
         try:
             self.train_config(self.seeds[0])  # the fields' own validation, and the budget's
-        except ValueError as e:
-            raise ValueError(f"{where}: [train] {e}") if str(where) not in str(e) else e from None
+            if self.imitation is not None:
+                self.imitation_config().validate(self.imitation_train_config(self.seeds[0]))
+        except (ValueError, TypeError) as e:
+            raise ValueError(f"{where}: {e}") if str(where) not in str(e) else e from None
 
     def generations(self) -> int:
         """Generations per role: the budget shared equally by the roles."""
+        if self.kind == "imitation":
+            return 1  # nothing is trained after the clone; the TrainConfig must still be valid
         per_gen = int(self.train.get("steps_per_generation", TrainConfig().steps_per_generation))
         gens, rest = divmod(self.budget_steps, per_gen * len(self.roles))
         if gens < 1 or rest:
@@ -138,9 +155,26 @@ class LearnConfig:
                              f"steps_per_generation ({per_gen})")
         return gens
 
-    def train_config(self, seed: int, role: str = "main") -> TrainConfig:
+    def train_config(self, seed: int, role: str = "main",
+                     init_from: str | None = None) -> TrainConfig:
+        extra: dict[str, Any] = {"init_from": init_from} if init_from else {}
+        if self.imitation is not None and not init_from:
+            extra = {"kl_coef": 0.0}  # checked against the clone once it exists
         return TrainConfig.from_dict({**self.train, "seed": seed, "role": role,
-                                      "generations": self.generations()})
+                                      "generations": self.generations(), **extra})
+
+    def imitation_config(self) -> ImitationConfig:
+        """The ``[imitation]`` table as the imitation's settings (lists as tuples)."""
+        assert self.imitation is not None
+        fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v
+                                  for k, v in self.imitation.items()}
+        return ImitationConfig(**fields)
+
+    def imitation_train_config(self, seed: int) -> TrainConfig:
+        """The network, cadence, reward and seed the clone is made with: the recipe's,
+        without the KL term (that belongs to the RL which continues the clone)."""
+        return TrainConfig.from_dict({**self.train, "seed": seed, "role": "main",
+                                      "generations": 1, "kl_coef": 0.0, "init_from": None})
 
 
 def resolve_config(path: str | Path) -> Path:
@@ -160,27 +194,38 @@ def resolve_config(path: str | Path) -> Path:
 def train_seed(cfg: LearnConfig, seed: int, out: Path, progress: bool) -> dict[str, Any]:
     """Train one seed of the recipe into ``out``; the shipped checkpoint, steps, seconds."""
     t0 = time.perf_counter()
-    if cfg.kind == "curriculum":
-        res = train(cfg.train_config(seed), RunOptions(run_dir=out / "main", progress=progress))
+    init = None
+    if cfg.imitation is not None:
+        init = str(imitate(cfg.imitation_config(), cfg.imitation_train_config(seed),
+                           run_dir=out / "imitation", progress=progress).checkpoint)
+    imitation_s = time.perf_counter() - t0
+    if cfg.kind == "imitation":
+        assert init is not None
+        main_dir = out / "imitation"
+    elif cfg.kind == "curriculum":
+        res = train(cfg.train_config(seed, init_from=init),
+                    RunOptions(run_dir=out / "main", progress=progress))
         main_dir = res.run_dir
     else:
-        code = league_run.run(str(out / "league"), list(cfg.roles), _train_flags(cfg, seed),
-                              str(out / "runs"), progress=progress)
+        code = league_run.run(str(out / "league"), list(cfg.roles),
+                              _train_flags(cfg, seed, init), str(out / "runs"), progress=progress)
         if code != 0:
             raise RuntimeError(f"league run of {cfg.name} seed {seed} failed (exit {code}; logs "
                                f"in {out / 'league' / 'logs'})")
         main_dir = _newest_run(out / "runs" / "main")
     seconds = time.perf_counter() - t0
     steps = {role: _steps_of(out, role, main_dir) for role in cfg.roles}
+    rl_s = seconds - imitation_s
     return {"seed": seed, "checkpoint": str(_shipped(main_dir, cfg.pick)), "pick": cfg.pick,
-            "env_steps": sum(steps.values()), "env_steps_by_role": steps,
-            "train_seconds": round(seconds, 1),
-            "steps_per_s": round(sum(steps.values()) / max(seconds, 1e-9), 1)}
+            "init_from": init, "env_steps": sum(steps.values()), "env_steps_by_role": steps,
+            "train_seconds": round(seconds, 1), "imitation_seconds": round(imitation_s, 1),
+            "steps_per_s": round(sum(steps.values()) / max(rl_s, 1e-9), 1)}
 
 
-def _train_flags(cfg: LearnConfig, seed: int) -> list[str]:
-    """``train`` flags of the recipe's TrainConfig (every role of a league gets them)."""
-    tc = cfg.train_config(seed).to_dict()
+def _train_flags(cfg: LearnConfig, seed: int, init_from: str | None = None) -> list[str]:
+    """``train`` flags of the recipe's TrainConfig (every role of a league gets them, the
+    imitation start too: an exploiter's reset returns to it)."""
+    tc = cfg.train_config(seed, init_from=init_from).to_dict()
     flags = []
     for k, v in tc.items():
         if k == "role" or v is None:
