@@ -72,13 +72,21 @@ test-fast: build
 
 test: build lint check pytest
 
-# a short league: the three roles training concurrently on runs/league, then its Elo
-# drift notebook (TRAIN_ARGS: more generations, e.g. TRAIN_ARGS="--generations 20")
-TRAIN_ARGS ?= --generations 2 --steps-per-generation 50000
+# a short league, started from replays: a clone of the CPU (imitate: CPU 8 as the teacher,
+# docs/imitation.md) that every role continues (--init-from), the three roles training
+# concurrently on runs/league, its Elo drift notebook, and last Main's newest generation
+# judged on 50 fresh matches against cpu:3 (the verdict is the last line). TRAIN_ARGS: more
+# generations, e.g. TRAIN_ARGS="--generations 20"; IMITATE_ARGS: the clone's settings.
+IMITATE_ARGS ?= --teacher 8 --matches 20 --epochs 15 --c-eval-matches 0 --eval-episodes 0
+TRAIN_ARGS ?= --generations 2 --steps-per-generation 100000 --kl-coef 0.05 --kl-decay-steps 200000
 train: build
 	mkdir -p runs
-	$(VPY) -m brawlkit league run --league-dir runs/league --runs-root runs -- $(TRAIN_ARGS)
+	rm -rf runs/imitate
+	$(VPY) -m brawlkit imitate --run-dir runs/imitate $(IMITATE_ARGS)
+	$(VPY) -m brawlkit league run --league-dir runs/league --runs-root runs -- \
+	  --init-from runs/imitate/gen_0000.zip $(TRAIN_ARGS)
 	$(VPY) -m papermill notebooks/elo_drift.ipynb runs/elo_drift.ipynb -p league_dir runs/league
+	$(VPY) -m brawlkit league report --league-dir runs/league --vs cpu:3 --matches 50
 
 # JupyterLab on the notebooks (LAB_ARGS, e.g. LAB_ARGS="--no-browser --port 8890");
 # as root (containers, Colab-like boxes) Jupyter refuses to start without --allow-root
