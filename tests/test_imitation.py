@@ -58,12 +58,12 @@ def test_the_clone_learns_a_policy_teacher(tmp_path: Path) -> None:
     with th.no_grad():  # larger weights than SB3's tiny action head: buttons that toggle
         teacher.policy.action_net.weight.mul_(30.0)
     blob = im.export_blob(teacher, cfg, tmp_path / "teacher.bpw")
-    ds = dm.collect_demos(blob, [3, 6], 2, 1, action_repeat=4)
+    ds = dm.collect_demos(blob, [3, 6], 4, 1, action_repeat=4)
     split = im._Split.of(ds, cfg, 0.25, cfg.seed)
     model = build_model(cfg, ZeroCostEnv())
     cloner = im.Cloner(model, im.ImitationConfig(lr=3e-3, batch_size=256), cfg.seed)
     before = cloner.metrics(split)
-    after = cloner.fit(split, 6, "test", progress=False)[-1]
+    after = cloner.fit(split, 8, "test", progress=False)[-1]
     assert min(after["button_accuracy"].values()) > 0.9, after["button_accuracy"]
     assert sum(after["button_accuracy"].values()) > sum(before["button_accuracy"].values()) + 0.3
     assert after["loss"] < 0.5 * before["loss"] and after["value_mse"] < before["value_mse"]

@@ -132,7 +132,7 @@ def test_every_setting_reaches_the_run_and_its_metadata(tmp_path):
     from brawlkit.training.ppo import scratch_checkpoint
 
     run = tmp_path / "run"
-    shape = {k: NON_DEFAULT[k] for k in ("action_repeat", "input_layout", "log_std_init")}
+    shape = {k: NON_DEFAULT[k] for k in ("action_repeat", "input_layout", "log_std_init", "hidden")}
     values = {**NON_DEFAULT, "init_from": str(scratch_checkpoint(
         tmp_path / "init.zip", learn_steps=0, cfg=TrainConfig(**shape)))}
     r = run_cli("train", *_flags(values), "--run-dir", str(run), "--no-progress", "--json")

@@ -136,12 +136,16 @@ class LearnConfig:
         if bad:
             raise ValueError(f"{where}: [train] keys {bad} are not TrainConfig fields this file "
                              "may set (seed, role and generations come from the recipe)")
+        table = "[train]"
         try:
             self.train_config(self.seeds[0])  # the fields' own validation, and the budget's
             if self.imitation is not None:
+                table = "[imitation]"
                 self.imitation_config().validate(self.imitation_train_config(self.seeds[0]))
         except (ValueError, TypeError) as e:
-            raise ValueError(f"{where}: {e}") if str(where) not in str(e) else e from None
+            if str(where) in str(e):
+                raise
+            raise ValueError(f"{where}: {table} {e}") from None
 
     def generations(self) -> int:
         """Generations per role: the budget shared equally by the roles."""
