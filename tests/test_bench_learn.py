@@ -156,3 +156,30 @@ def test_an_imitation_recipe_judges_the_clone_itself(tmp_path: Path) -> None:
     bad.write_text(IMITATION.replace("teachers = [5]", "teachers = [9]"))
     with pytest.raises(ValueError, match="teachers"):
         LearnConfig.load(bad)
+
+
+@pytest.mark.training
+@pytest.mark.servers
+def test_a_recipe_started_from_a_clone_judges_the_clone_too(tmp_path: Path) -> None:
+    """RL started from a clone: the clone itself is judged on the same fresh matches, so
+    the table shows what the RL added on top of the start."""
+    recipe = tmp_path / "warm.toml"
+    recipe.write_text(TINY.format(kind="curriculum").replace("[eval]", """[imitation]
+teachers = [5]
+opponents = [2, 4]
+matches = 2
+epochs = 1
+c_eval_matches = 0
+[eval]"""))
+    r = run_cli("bench", "learn", str(recipe), "--out", str(tmp_path / "out"), "--no-progress",
+                "--json", timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    res = last_json(r.stdout)
+    (seed,) = res["seeds"]
+    assert seed["init_from"] and seed["checkpoint"] != seed["init_from"]
+    for opp in ("baseline", "cpu:2"):
+        start = seed["start"]["eval"][opp]
+        assert start["wins"] + start["draws"] + start["losses"] == start["episodes"] == 3
+        assert res["start_pooled"][opp]["wins"] == start["wins"]
+    assert "the clone each seed started from" in r.stdout
+    assert (tmp_path / "out" / "s4" / "start_eval.json").is_file()

@@ -287,11 +287,20 @@ def run(cfg: LearnConfig, out: Path, seeds: tuple[int, ...] | None = None,
                                                                                   progress))
         evaluated = _cached(sdir / "eval.json", lambda t=trained: _evaluate(t, cfg, eval_envs,
                                                                             progress))
-        per_seed.append({**trained, **evaluated})
-    return {"bench": "learn", "config": cfg.name, "config_file": str(cfg.path), "kind": cfg.kind,
-            "roles": list(cfg.roles), "budget_steps": cfg.budget_steps, "matches": cfg.matches,
-            "opponents": list(cfg.opponents), "seeds": per_seed,
-            "pooled": pooled(per_seed, cfg.opponents)}
+        row = {**trained, **evaluated}
+        if trained.get("init_from") and cfg.kind != "imitation":
+            # the clone RL started from, judged the same way: what the RL added on top
+            start = _cached(sdir / "start_eval.json", lambda t=trained: _evaluate(
+                {"checkpoint": t["init_from"]}, cfg, eval_envs, progress))
+            row["start"] = start
+        per_seed.append(row)
+    res = {"bench": "learn", "config": cfg.name, "config_file": str(cfg.path), "kind": cfg.kind,
+           "roles": list(cfg.roles), "budget_steps": cfg.budget_steps, "matches": cfg.matches,
+           "opponents": list(cfg.opponents), "seeds": per_seed,
+           "pooled": pooled(per_seed, cfg.opponents)}
+    if per_seed and all("start" in s for s in per_seed):
+        res["start_pooled"] = pooled([s["start"] for s in per_seed], cfg.opponents)
+    return res
 
 
 def _evaluate(trained: dict[str, Any], cfg: LearnConfig, n_envs: int,
@@ -320,11 +329,11 @@ def format_table(res: dict[str, Any]) -> str:
     lines = [f"bench learn {res['config']} ({res['kind']}, roles {','.join(res['roles'])}): "
              f"{len(seeds)} seed(s), budget {res['budget_steps']:,} env steps, "
              f"{res['matches']} fresh matches per opponent, deterministic policy", head]
-    for opp in res["opponents"]:
-        cells = "".join(f"  {_rate(s['eval'][opp]):<19}" for s in seeds)
-        p = res["pooled"][opp]
-        lines.append(f"{opp:<10}{cells}  {p['wins']}/{p['draws']}/{p['losses']:<8}  "
-                     f"{_rate(p):<19}  {p['spread'][0]:.2f}-{p['spread'][1]:.2f}")
+    lines += _opponent_rows(res["opponents"], [s["eval"] for s in seeds], res["pooled"])
+    if "start_pooled" in res:
+        lines.append("the clone each seed started from (before any RL), same matches:")
+        lines += _opponent_rows(res["opponents"], [s["start"]["eval"] for s in seeds],
+                                res["start_pooled"])
     for s in seeds:
         ps = s["playstyle"]
         lines.append(f"seed {s['seed']}: {s['env_steps']:,} env steps in "
@@ -334,6 +343,18 @@ def format_table(res: dict[str, Any]) -> str:
                      + f"; spam {ps['spam_fraction']:.2f}; matches {ps['match_seconds']:.0f} s; "
                      f"{Path(s['checkpoint']).name}")
     return "\n".join(lines)
+
+
+def _opponent_rows(opponents: list[str], evals: list[dict[str, Any]],
+                   pool: dict[str, Any]) -> list[str]:
+    """One line per opponent: each seed's rate, then the pooled W/D/L, rate and spread."""
+    lines = []
+    for opp in opponents:
+        cells = "".join(f"  {_rate(e[opp]):<19}" for e in evals)
+        p = pool[opp]
+        lines.append(f"{opp:<10}{cells}  {p['wins']}/{p['draws']}/{p['losses']:<8}  "
+                     f"{_rate(p):<19}  {p['spread'][0]:.2f}-{p['spread'][1]:.2f}")
+    return lines
 
 
 def _rate(r: dict[str, Any]) -> str:
