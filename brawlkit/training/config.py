@@ -109,16 +109,18 @@ class TrainConfig:
                              "at level L; also the window of the sampling win rate")
     curriculum_floor: float = _opt(0.05, "minimum sampling weight of an unlocked level")
     # --- opponents in a league (--league-dir; docs/league.md): Main draws a kind, then one
-    # of that kind, so no kind is crowded out as the pool grows
-    main_fixed_share: float = _opt(0.0, "main: share of games against the fixed opponents (the "
+    # of that kind, so no kind is crowded out as the pool grows. The defaults are the
+    # benchmark's chosen mixture (configs/learn/chosen.toml; README, League): half the
+    # games against the fixed ladder, PFSP over the learned members of a recent window
+    main_fixed_share: float = _opt(0.5, "main: share of games against the fixed opponents (the "
                                    "CPU ladder and the baseline), drawn by the p(1-p) ladder "
                                    "curriculum (curriculum_k, curriculum_floor)")
-    main_pfsp_share: float = _opt(0.5, "main: share of games drawn by PFSP-squared over the "
+    main_pfsp_share: float = _opt(0.2, "main: share of games drawn by PFSP-squared over the "
                                   "learned members (main_pfsp_pool)")
-    main_pfsp_pool: str = _opt("all", "main: the PFSP pool: 'learned' = trained members only; "
+    main_pfsp_pool: str = _opt("learned", "main: the PFSP pool: 'learned' = trained members only; "
                                "'all' = the fixed opponents too (each weighed as one member)",
                                choices=("learned", "all"))
-    main_pfsp_window: int = _opt(0, "main: PFSP over each role's newest N members only (0 = all)")
+    main_pfsp_window: int = _opt(10, "main: PFSP over each role's newest N members only (0 = all)")
     main_exploiter_share: float = _opt(0.15, "main: share against main exploiters it struggles "
                                        "with; the rest is self-play against its newest weights")
     main_struggle: float = _opt(0.3, "main: a main exploiter it beats less often than this is one "
@@ -130,7 +132,7 @@ class TrainConfig:
     exploiter_reset_every: int = _opt(4, "main_exploiter: fresh weights every K generations")
     league_exploiter_reset_p: float = _opt(0.25, "league_exploiter: probability of fresh weights "
                                            "at each registration")
-    league_exploiter_fixed_share: float = _opt(0.0, "league_exploiter: share of games against "
+    league_exploiter_fixed_share: float = _opt(0.1, "league_exploiter: share of games against "
                                                "the fixed ladder before PFSP over the pool")
     payoff_decay: float = _opt(0.99, "decay of the payoff record per game against an opponent "
                                "(1 = plain counts)")
