@@ -150,7 +150,7 @@ def test_imitate_writes_a_checkpoint_that_eval_and_export_take(
 
 
 def test_imitate_dagger_rounds_add_the_students_states(tmp_path: Path) -> None:
-    cfg = TrainConfig(seed=2, eval_episodes=0)
+    cfg = TrainConfig(seed=2, eval_episodes=0, hidden=(32, 16))  # the metadata says its shape
     icfg = im.ImitationConfig(teachers=(5,), opponents=(4,), matches=3, epochs=1, dagger_rounds=1,
                               dagger_beta=0.5, dagger_matches=2, dagger_epochs=1, c_eval_matches=0)
     res = im.imitate(icfg, cfg, run_dir=tmp_path / "d", progress=False)
@@ -160,6 +160,7 @@ def test_imitate_dagger_rounds_add_the_students_states(tmp_path: Path) -> None:
     assert meta["imitation"]["dataset"]["matches"] == 5 and meta["eval"] == {}
     assert meta["selection_score"] is None and not (tmp_path / "d" / "best.json").exists()
     assert any(p.get("student") for p in meta["imitation"]["dataset"]["parts"])
+    assert meta["policy"]["net_arch"] == {"pi": [32, 16], "vf": [32, 16]}
 
 
 @pytest.mark.parametrize(("extra", "message"), [

@@ -46,7 +46,7 @@ applied.
 
 Measured (docs/imitation.md has the whole table and its command), wins of 200 against
 the level below at R = 4: L4 / L6 / L8 held 0 / 3 / 40, carry 167 / 83 / 19, last_press
-173 / 139 / 118, where the full-rate CPU wins 172 / 158 / 160 (L4 vs L3, L6 vs L5, L8
+173 / 139 / 118, where the full-rate CPU wins 178 / 152 / 162 (L4 vs L3, L6 vs L5, L8
 vs L7).  The press's own stick is what ``carry`` loses (with special, the stick decides
 up-special or finisher): ``"last_press"`` is what ``python -m brawlkit imitate`` uses.
 

@@ -474,7 +474,7 @@ def save_clone(model: Any, rdir: Path, cfg: TrainConfig, imitation: dict[str, An
     zip_path = save_generation(model, rdir, 0, {
         "role": cfg.role, "parent": None, "steps": 0, "steps_this_generation": 0,
         "created": now_iso(), "seed": cfg.seed, "config": cfg.to_dict(),
-        "policy": {**network_description(), "obs_dim": int(model.observation_space.shape[0]),
+        "policy": {**network_description(cfg.hidden), "obs_dim": int(model.observation_space.shape[0]),
                    "act_dim": int(model.action_space.shape[0]), **vars(policy_meta(cfg))},
         "reward_config": reward_config(make_reward(cfg.reward)), "sampler": None,
         "eval": {k: _eval_record(v) for k, v in evals.items()}, "selection_score": score,
