@@ -78,7 +78,7 @@ test: build lint check pytest
 # judged on 50 fresh matches against cpu:3 (the verdict is the last line). TRAIN_ARGS: more
 # generations, e.g. TRAIN_ARGS="--generations 20"; IMITATE_ARGS: the clone's settings.
 IMITATE_ARGS ?= --teacher 8 --matches 20 --epochs 15 --c-eval-matches 0 --eval-episodes 0
-TRAIN_ARGS ?= --generations 2 --steps-per-generation 100000 --kl-coef 0.05 --kl-decay-steps 200000
+TRAIN_ARGS ?= --generations 2 --steps-per-generation 50000 --kl-coef 0.05 --kl-decay-steps 100000
 train: build
 	mkdir -p runs
 	rm -rf runs/imitate
