@@ -486,3 +486,66 @@ def test_a_human_who_leaves_mid_match_voids_it_and_the_seat_is_refilled(tmp_path
     assert len(fresh) == 1 and fresh[0] != first  # a new bot waits in the seat
     assert "summary: 0 match(es)" in out and ", 1 void," in out
     assert _pool_matches(root) == []
+
+
+def _upload_league(registry: Any, tmp_path: Path, ids: list[str]) -> Any:
+    """Every member of ``tmp_path/league`` uploaded by an admin agent; the admin client."""
+    from brawlkit.registry.client import RegistryClient
+
+    admin = RegistryClient(registry.url, "boss", add_agent(registry.db_url, "boss", "admin"),
+                           cache_dir=tmp_path / "cache-boss")
+    league = LeagueDir(tmp_path / "league", create=False)
+    for m in league.members(include_permanent=False):
+        ckpt = tmp_path / f"{m.id}.zip"
+        ckpt.write_bytes(b"PK\x05\x06" + bytes(18))  # an empty zip: the pool never opens it
+        admin.upload(m, ckpt, league.blob_path(m), location="test")
+    return admin
+
+
+@pytest.mark.servers  # runs the pool: game servers, bot processes, a registry
+@pytest.mark.timeout(240)
+def test_human_seats_play_the_active_checkpoint_and_follow_registry_activate(
+        registry, tmp_path: Path) -> None:
+    """With an active checkpoint the human seat plays it (never one of the other two
+    bots); ``registry activate OTHER`` (the operator's CLI, against the real HTTP
+    service and its SQLite file) makes the next human match play OTHER, while the
+    same pool process and game server keep running."""
+    _, ids = _league(tmp_path, n=3)
+    admin = _upload_league(registry, tmp_path, ids)
+    first, other = ids[1], ids[2]
+    admin.activate(first)
+    env = _env(tmp_path, "pool", add_agent(registry.db_url, "pool", "write"))
+    p = _botpool("--registry", registry.url, "--pairs", "0", "--human-bots", "1",
+                 "--matches", "2", "--seed", "3", "--active-refresh", "0.3", env=env)
+    lines: list[str] = []
+    try:
+        reader = _lines(p, lines)
+        port = next(int(m.group(1)) for line in reader
+                    if (m := re.match(r"human server listening (\d+)", line)))
+        pids = _children(p.pid, "brawlpit_server")
+        _human(port, "tester")
+        next(line for line in reader if line.startswith("human match 1:"))
+        op_env = _env(tmp_path, "boss", admin._secret)
+        r = subprocess.run([sys.executable, "-m", "brawlkit", "registry", "activate", other,
+                            "--url", registry.url], capture_output=True, text=True, cwd=ROOT,
+                           env=op_env, timeout=60)
+        assert r.returncode == 0 and f"{other}: active" in r.stdout, r.stdout + r.stderr
+        next(line for line in reader if line.startswith(f"active checkpoint: {other}"))
+        # what a bot does at start: fetch the active blob (LZ4 on the wire, unwrapped)
+        r = subprocess.run([sys.executable, "-m", "brawlkit", "registry", "active", "--url",
+                            registry.url, "--blob", str(tmp_path / "active.bpw")],
+                           capture_output=True, text=True, cwd=ROOT, env=op_env, timeout=60)
+        assert r.returncode == 0 and r.stdout.startswith(other), r.stdout + r.stderr
+        assert (tmp_path / "active.bpw").read_bytes() == (tmp_path / "b2.bpw").read_bytes()
+        time.sleep(1.0)  # the seat's new bot makes its arena
+        _human(port, "tester")
+        assert _children(p.pid, "brawlpit_server") == pids  # the same game server throughout
+        out, err = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    out = "".join(lines) + out
+    assert p.returncode == 0, out + err
+    assert f"active checkpoint: {first}; the human seats play it" in out, out
+    human = [m for m in admin.matches() if m.b == "anonymous"]
+    assert [m.a for m in human] == [first, other], (human, out)
