@@ -170,8 +170,10 @@ def _parser() -> argparse.ArgumentParser:
         "member id for `elo`.")
     ap.add_argument("--endpoint", required=True, help="base URL of the endpoint, e.g. http://127.0.0.1:8000")
     ap.add_argument("--vs", default="cpu:3",
-                    help="opponent: cpu:L (L in 1..8), member:ID (a league member's .bpw; needs "
-                         "--league-dir) or endpoint:URL (another /move endpoint); default cpu:3")
+                    help="opponent: cpu:L (L in 1..8), baseline (the league's scripted "
+                         "fighter), member:ID (a league member's .bpw; needs --league-dir), "
+                         "endpoint:URL (another /move endpoint) or a .bpw / .zip file (logged "
+                         "as its name without the extension); default cpu:3")
     ap.add_argument("--matches", type=int, default=1, help="matches to play (default 1)")
     ap.add_argument("--seed", type=int, default=0, help="seed of the first match; match i uses seed+i")
     ap.add_argument("--league-dir", default=None, help="record finished matches in this league directory")

@@ -425,7 +425,7 @@ def _active(args: argparse.Namespace, client: RegistryClient) -> int:
 def _sync(args: argparse.Namespace, client: RegistryClient) -> int:
     """``push`` / ``pull``: a league directory and the registry."""
     from brawlkit.league.directory import LeagueDir
-    from brawlkit.registry.sync import RegistrySync
+    from brawlkit.registry.sync import LocationClash, RegistrySync
 
     sync = RegistrySync(client, LeagueDir(args.league_dir),
                         getattr(args, "location", None) or socket.gethostname())
@@ -433,7 +433,7 @@ def _sync(args: argparse.Namespace, client: RegistryClient) -> int:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # printed below, once each, without a traceback
             sent, accepted = sync.push_all()
-        for line in sync.skipped + sync.refused:
+        for line in sync.skipped + sync.refused + ([sync.clash] if sync.clash else []):
             print(f"registry push: {line}", file=sys.stderr)
         print(f"pushed {sent} member(s) and {accepted} new match(es) to {args.url}"
               + (f"; skipped {len(sync.skipped)} log line(s) the match-record rule refuses"
@@ -442,7 +442,12 @@ def _sync(args: argparse.Namespace, client: RegistryClient) -> int:
                  else ""))
         return 0
     before = len(sync.league.members())
-    if not sync.pull():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LocationClash)  # printed below, without a file:line
+        pulled = sync.pull()
+    if sync.clash:
+        print(f"registry pull: warning: {sync.clash}", file=sys.stderr)
+    if not pulled:
         return 1
     print(f"pulled {len(sync.league.members()) - before} member(s) into "
           f"{args.league_dir}; {len(sync.disabled)} disabled in the registry")
