@@ -434,15 +434,22 @@ def test_replay_keeper_keeps_the_biggest_upsets(tmp_path: Path) -> None:
     cases = [("win", 1400, 1000), ("loss", 1400, 1000), ("draw", 1200, 1200), ("win", 1000, 1400)]
     for i, (res, ra, rb) in enumerate(cases, start=1):
         (inc / f"17000{i}-a{i}-m2.bpr").write_bytes(b"x")
-        keeper.expect(inc, i, 2, MatchRecord(float(i), "a", "b", res, 5, "botpool"), ra, rb)
+        keeper.expect(inc, i, 2, MatchRecord(1796099799.0 + i, "main-r-g0003", "cpu:3", res, 5,
+                                             "botpool"), ra, rb)
     keeper.poll()
     keeper.close()
     index = json.loads((tmp_path / "r" / "index.json").read_text())
     # the two underdog wins (1000 beating 1400) are the upsets; favourite wins and draws go
     assert [(e["result"], e["rating_a"]) for e in index["replays"]] == [("loss", 1400),
                                                                         ("win", 1000)]
-    assert sorted(p.name for p in (tmp_path / "r").glob("*.bpr")) == ["170002-a2-m2.bpr",
-                                                                       "170004-a4-m2.bpr"]
+    # kept under names that say when, who and what happened (ids made file-name safe)
+    assert sorted(p.name for p in (tmp_path / "r").glob("*.bpr")) == [
+        "20261201-043641_main-r-g0003_loses-to_cpu_3_a2-m2.bpr",
+        "20261201-043643_main-r-g0003_beats_cpu_3_a4-m2.bpr"]
+    assert [e["file"] for e in index["replays"]] == [
+        "20261201-043641_main-r-g0003_loses-to_cpu_3_a2-m2.bpr",
+        "20261201-043643_main-r-g0003_beats_cpu_3_a4-m2.bpr"]
+    assert [e["recorded_as"] for e in index["replays"]] == ["170002-a2-m2.bpr", "170004-a4-m2.bpr"]
 
 
 @pytest.mark.servers  # runs the pool: game servers and bot processes
