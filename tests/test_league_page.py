@@ -26,12 +26,9 @@ from brawlkit.export import bpw as ex
 from brawlkit.league.records import MatchRecord, Member
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = [
-    pytest.mark.servers,
-    pytest.mark.timeout(180),
-    pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (make "
-                       "sysdeps installs it as root: apt-get install chromium)"),
-]
+#: the browser test's one reason to skip
+NO_CHROMIUM = ("Debian's chromium is not installed (make sysdeps installs it as root: "
+               "apt-get install chromium)")
 
 
 def _blob(seed: int) -> bytes:
@@ -84,6 +81,25 @@ def league_registry(tmp_path: Path):
         srv.stop()
 
 
+def test_an_empty_league_says_so_and_everything_is_escaped() -> None:
+    """No matches and no checkpoints: the page says so instead of drawing empty frames;
+    text that reaches the HTML is escaped (the id rule keeps '<' out of real ids: the
+    page does not count on it)."""
+    from brawlkit.registry.league_page import drift_svg, render_page
+
+    table = {"members": [{"id": "cpu:1<script>", "role": "cpu", "kind": "cpu", "generation": 0,
+                          "rating": 1200.0, "games": 0, "wins": 0, "draws": 0, "losses": 0,
+                          "win_rate": None, "bt_rating": 1200.0, "bt_lo": None, "bt_hi": None}],
+             "matches": 0, "k": 32.0, "initial": 1200.0, "bootstrap": 0, "seed": 0}
+    html = render_page(table, [], [], None, "viewer<b>", drift_svg({}, {}, 0))
+    assert "<script>" not in html and "cpu:1&lt;script&gt;" in html and "viewer&lt;b&gt;" in html
+    assert 'id="elo-drift-empty"' in html and "No checkpoints registered yet" in html
+    assert "No checkpoint is active" in html and "No matches yet." in html
+
+
+@pytest.mark.servers
+@pytest.mark.timeout(180)
+@pytest.mark.skipif(CHROMIUM is None, reason=NO_CHROMIUM)
 def test_the_league_page_in_a_browser(league_registry, tmp_path: Path) -> None:
     from playwright.sync_api import sync_playwright
 
