@@ -195,3 +195,51 @@ def test_a_second_league_directory_under_the_same_location_is_warned_about(tmp_p
         assert r.returncode == 0 and "used by another league directory" in r.stderr, r.stderr
     finally:
         srv.stop()
+
+
+@pytest.mark.servers  # a registry service and policy play's game server
+def test_policy_play_vs_active_follows_registry_activate(endpoint: Any, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--vs active``: the registry's active checkpoint, fetched at the start (LZ4 on the
+    wire) and looked up again before each match."""
+    from brawlkit.policy_server.player import ActiveOpponent
+    from brawlkit.registry.client import RegistryClient
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from test_botpool import _blob
+
+    srv = RegistryServer(f"sqlite:///{tmp_path / 'r.db'}", tmp_path / "r-data")
+    try:
+        admin = RegistryClient(srv.url, "boss", add_agent(srv.db_url, "boss", "admin"),
+                               cache_dir=tmp_path / "cache-boss")
+        ckpt = tmp_path / "c.zip"
+        ckpt.write_bytes(b"PK\x05\x06" + bytes(18))
+        for g in range(2):
+            blob = tmp_path / f"b{g}.bpw"
+            blob.write_bytes(_blob(g))
+            admin.upload(Member(id=f"main-a-g000{g}", role="main", generation=g), ckpt, blob)
+        admin.activate("main-a-g0000")
+        env = {**os.environ, "BRAWLKIT_AGENT_ID": "viewer",
+               "BRAWLKIT_AGENT_SECRET": add_agent(srv.db_url, "viewer", "read"),
+               "BRAWLKIT_REGISTRY_CACHE": str(tmp_path / "cache")}
+        r = subprocess.run([sys.executable, "-m", "brawlkit", "policy", "play", "--endpoint",
+                            endpoint.url, "--vs", "active", "--registry", srv.url,
+                            "--max-ticks", "120", "--json"], capture_output=True, text=True,
+                           cwd=ROOT, env=env, timeout=120)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert last_json(r.stdout)["opponent"] == "main-a-g0000"
+
+        for k in ("BRAWLKIT_AGENT_ID", "BRAWLKIT_AGENT_SECRET", "BRAWLKIT_REGISTRY_CACHE"):
+            monkeypatch.setenv(k, env[k])
+        follow = ActiveOpponent(srv.url)
+        first, first_id = follow.current()
+        assert first_id == "main-a-g0000" and follow.current()[0] is first  # fetched once
+        admin.activate("main-a-g0001")
+        second, second_id = follow.current()  # what happens before the next match
+        assert second_id == "main-a-g0001" and second is not first
+        r = subprocess.run([sys.executable, "-m", "brawlkit", "policy", "play", "--endpoint",
+                            endpoint.url, "--vs", "active"], capture_output=True, text=True,
+                           cwd=ROOT, timeout=60)
+        assert r.returncode == 2 and "needs --registry" in r.stderr
+    finally:
+        srv.stop()
