@@ -148,13 +148,16 @@ class BotPool:
 
     def _take_active(self) -> None:
         """Adopt a new active checkpoint for the seats (ActiveWatch read it)."""
-        if self.active is None or not self.active.take():
+        if self.active is None:
+            return
+        previous = self.active.current
+        if not self.active.take():
             return
         bot = self.active.current
         self.seats.active = bot
         self.say(f"active checkpoint: {bot.id}; the human seats play it" if bot is not None
                  else "no active checkpoint: the human seats draw from every bot")
-        self.seats.active_changed()
+        self.seats.active_changed(previous.id if previous is not None else None)
 
     def _check_servers(self) -> None:
         """A dead server voids what ran on it and is brought back."""

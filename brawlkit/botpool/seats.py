@@ -96,15 +96,18 @@ class Seats(PoolPart):
             return None
         return self.roster.bots[fewest_started(self.rng, ids, self.human_starts)]
 
-    def active_changed(self) -> None:
-        """A new active checkpoint: seats still waiting for a human (none has joined)
-        get a bot of the new one at once, so the next human plays it; a match in flight
-        is played out."""
-        want = self.seat_bot()
+    def active_changed(self, previous: str | None) -> None:
+        """A new active checkpoint (or none since ``previous``): seats still waiting for
+        a human (none has joined) get a bot of the new one at once, so the next human
+        plays it; with none active any more, the seats that waited with ``previous`` are
+        redrawn from every bot.  A match in flight is played out."""
+        new = self.active.id if self.active is not None else None
         for s in list(self.seats):
-            if s.engaged_at is None and want is not None and s.bot.id != want.id:
-                self.say(f"seat: {s.bot.id} replaced by {want.id} (the active checkpoint "
-                         "changed)")
+            if s.engaged_at is not None:
+                continue
+            if (new is not None and s.bot.id != new) or (new is None and s.bot.id == previous):
+                self.say(f"seat: {s.bot.id} replaced (the active checkpoint is now "
+                         f"{new or 'none'})")
                 self._drop(s)
 
     def fill(self) -> None:
