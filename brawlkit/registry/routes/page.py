@@ -21,6 +21,7 @@ reference stays the API's.
 from __future__ import annotations
 
 import json
+import time
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Form, HTTPException, Query, Request
@@ -88,7 +89,7 @@ def _set_cookie(resp: Response, request: Request, token: str, ttl: int) -> None:
 def _chart(reg: Registry, table: dict[str, Any], state: Any) -> str:
     """The Elo-drift SVG of this state of the log (computed once per state: it replays
     the whole log with history)."""
-    key = (state, table["members"] and tuple(r["id"] for r in table["members"]))
+    key = (state, tuple(r["id"] for r in table["members"]))
     if key in reg.page_charts:
         return reg.page_charts[key]
     matches = reg.ratings.log.current(reg.db)
@@ -121,7 +122,7 @@ async def league_page(request: Request, reg: RegistryDep,
         except HTTPException as e:
             return _html(login_page(f"That link's token is refused: {e.detail}."), e.status_code)
         resp = RedirectResponse("/league", status_code=303)
-        _set_cookie(resp, request, token, max(1, claims.expires - _now()))
+        _set_cookie(resp, request, token, max(1, claims.expires - int(time.time())))
         return resp
     got = await _claims(request, reg)
     if isinstance(got, Response):
@@ -183,8 +184,3 @@ async def league_blob(checkpoint_id: str, request: Request, reg: RegistryDep,
                                f'{".lz4" if compression == "lz4" else ""}"',
         "X-Blob-SHA256": sha, "Cache-Control": "no-store"})
 
-
-def _now() -> int:
-    import time
-
-    return int(time.time())
