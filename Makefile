@@ -14,19 +14,25 @@ export OMP_NUM_THREADS ?= 1
 
 all: build
 
-# Debian packages the native build needs (headers only; runtimes ship with Debian).
+# Debian packages the native build needs (headers only; runtimes ship with Debian), and
+# chromium, the headless browser of the league page's test (tests/test_league_page.py,
+# driven by pip's playwright with executable_path: no browser download). Without root a
+# missing chromium is named, not fatal: only that test skips, saying so.
 sysdeps:
 	@missing=""; \
 	[ -f /usr/include/lz4frame.h ] || missing="$$missing liblz4-dev"; \
 	command -v cc >/dev/null || missing="$$missing gcc"; \
-	if [ -n "$$missing" ]; then \
-	  if [ "$$(id -u)" = 0 ]; then \
-	    echo "installing Debian packages:$$missing"; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
-	  else \
-	    echo "missing Debian packages:$$missing"; \
-	    echo "run: sudo apt-get update && sudo apt-get install -y$$missing"; exit 1; \
-	  fi; \
+	browser=""; command -v chromium >/dev/null || browser="chromium"; \
+	if [ "$$(id -u)" = 0 ] && [ -n "$$missing$$browser" ]; then \
+	  echo "installing Debian packages:$$missing $$browser"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing $$browser; \
+	elif [ -n "$$browser" ]; then \
+	  echo "missing Debian package: chromium (the league page's browser test skips without it)"; \
+	  echo "run: sudo apt-get update && sudo apt-get install -y chromium"; \
+	fi; \
+	if [ -n "$$missing" ] && [ "$$(id -u)" != 0 ]; then \
+	  echo "missing Debian packages:$$missing"; \
+	  echo "run: sudo apt-get update && sudo apt-get install -y$$missing"; exit 1; \
 	fi
 
 $(STAMP): requirements.txt pyproject.toml

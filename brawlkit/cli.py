@@ -9,6 +9,7 @@ the last line of stdout.  docs/cli.md documents every command.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
 # command -> (module, one-line help)
@@ -53,10 +54,32 @@ def _usage() -> str:
     return USAGE.format(commands="\n".join(lines))
 
 
+#: the exit status of a command whose reader went away (``elo ... | head``): what a
+#: shell reports for a program ended by SIGPIPE (128 + 13)
+BROKEN_PIPE_EXIT = 141
+
+
 def _run(module: str, argv: list[str]) -> int:
     mod = importlib.import_module(module)
-    rc = mod.main(argv)
+    try:
+        rc = mod.main(argv)
+        sys.stdout.flush()  # here, not at interpreter exit, where it cannot be caught
+    except BrokenPipeError:
+        return _reader_gone()
     return int(rc or 0)
+
+
+def _reader_gone() -> int:
+    """The reader of stdout closed it (``| head`` read its lines): end quietly, as a
+    C tool ended by SIGPIPE does — no traceback, no "Exception ignored" at exit (stdout
+    is pointed at /dev/null so Python's final flush has nowhere to fail)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+    return BROKEN_PIPE_EXIT
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -434,15 +434,22 @@ def test_replay_keeper_keeps_the_biggest_upsets(tmp_path: Path) -> None:
     cases = [("win", 1400, 1000), ("loss", 1400, 1000), ("draw", 1200, 1200), ("win", 1000, 1400)]
     for i, (res, ra, rb) in enumerate(cases, start=1):
         (inc / f"17000{i}-a{i}-m2.bpr").write_bytes(b"x")
-        keeper.expect(inc, i, 2, MatchRecord(float(i), "a", "b", res, 5, "botpool"), ra, rb)
+        keeper.expect(inc, i, 2, MatchRecord(1796099799.0 + i, "main-r-g0003", "cpu:3", res, 5,
+                                             "botpool"), ra, rb)
     keeper.poll()
     keeper.close()
     index = json.loads((tmp_path / "r" / "index.json").read_text())
     # the two underdog wins (1000 beating 1400) are the upsets; favourite wins and draws go
     assert [(e["result"], e["rating_a"]) for e in index["replays"]] == [("loss", 1400),
                                                                         ("win", 1000)]
-    assert sorted(p.name for p in (tmp_path / "r").glob("*.bpr")) == ["170002-a2-m2.bpr",
-                                                                       "170004-a4-m2.bpr"]
+    # kept under names that say when, who and what happened (ids made file-name safe)
+    assert sorted(p.name for p in (tmp_path / "r").glob("*.bpr")) == [
+        "20261201-043641_main-r-g0003_loses-to_cpu_3_a2-m2.bpr",
+        "20261201-043643_main-r-g0003_beats_cpu_3_a4-m2.bpr"]
+    assert [e["file"] for e in index["replays"]] == [
+        "20261201-043641_main-r-g0003_loses-to_cpu_3_a2-m2.bpr",
+        "20261201-043643_main-r-g0003_beats_cpu_3_a4-m2.bpr"]
+    assert [e["recorded_as"] for e in index["replays"]] == ["170002-a2-m2.bpr", "170004-a4-m2.bpr"]
 
 
 @pytest.mark.servers  # runs the pool: game servers and bot processes
@@ -486,3 +493,66 @@ def test_a_human_who_leaves_mid_match_voids_it_and_the_seat_is_refilled(tmp_path
     assert len(fresh) == 1 and fresh[0] != first  # a new bot waits in the seat
     assert "summary: 0 match(es)" in out and ", 1 void," in out
     assert _pool_matches(root) == []
+
+
+def _upload_league(registry: Any, tmp_path: Path, ids: list[str]) -> Any:
+    """Every member of ``tmp_path/league`` uploaded by an admin agent; the admin client."""
+    from brawlkit.registry.client import RegistryClient
+
+    admin = RegistryClient(registry.url, "boss", add_agent(registry.db_url, "boss", "admin"),
+                           cache_dir=tmp_path / "cache-boss")
+    league = LeagueDir(tmp_path / "league", create=False)
+    for m in league.members(include_permanent=False):
+        ckpt = tmp_path / f"{m.id}.zip"
+        ckpt.write_bytes(b"PK\x05\x06" + bytes(18))  # an empty zip: the pool never opens it
+        admin.upload(m, ckpt, league.blob_path(m), location="test")
+    return admin
+
+
+@pytest.mark.servers  # runs the pool: game servers, bot processes, a registry
+@pytest.mark.timeout(240)
+def test_human_seats_play_the_active_checkpoint_and_follow_registry_activate(
+        registry, tmp_path: Path) -> None:
+    """With an active checkpoint the human seat plays it (never one of the other two
+    bots); ``registry activate OTHER`` (the operator's CLI, against the real HTTP
+    service and its SQLite file) makes the next human match play OTHER, while the
+    same pool process and game server keep running."""
+    _, ids = _league(tmp_path, n=3)
+    admin = _upload_league(registry, tmp_path, ids)
+    first, other = ids[1], ids[2]
+    admin.activate(first)
+    env = _env(tmp_path, "pool", add_agent(registry.db_url, "pool", "write"))
+    p = _botpool("--registry", registry.url, "--pairs", "0", "--human-bots", "1",
+                 "--matches", "2", "--seed", "3", "--active-refresh", "0.3", env=env)
+    lines: list[str] = []
+    try:
+        reader = _lines(p, lines)
+        port = next(int(m.group(1)) for line in reader
+                    if (m := re.match(r"human server listening (\d+)", line)))
+        pids = _children(p.pid, "brawlpit_server")
+        _human(port, "tester")
+        next(line for line in reader if line.startswith("human match 1:"))
+        op_env = _env(tmp_path, "boss", admin._secret)
+        r = subprocess.run([sys.executable, "-m", "brawlkit", "registry", "activate", other,
+                            "--url", registry.url], capture_output=True, text=True, cwd=ROOT,
+                           env=op_env, timeout=60)
+        assert r.returncode == 0 and f"{other}: active" in r.stdout, r.stdout + r.stderr
+        next(line for line in reader if line.startswith(f"active checkpoint: {other}"))
+        # what a bot does at start: fetch the active blob (LZ4 on the wire, unwrapped)
+        r = subprocess.run([sys.executable, "-m", "brawlkit", "registry", "active", "--url",
+                            registry.url, "--blob", str(tmp_path / "active.bpw")],
+                           capture_output=True, text=True, cwd=ROOT, env=op_env, timeout=60)
+        assert r.returncode == 0 and r.stdout.startswith(other), r.stdout + r.stderr
+        assert (tmp_path / "active.bpw").read_bytes() == (tmp_path / "b2.bpw").read_bytes()
+        time.sleep(1.0)  # the seat's new bot makes its arena
+        _human(port, "tester")
+        assert _children(p.pid, "brawlpit_server") == pids  # the same game server throughout
+        out, err = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    out = "".join(lines) + out
+    assert p.returncode == 0, out + err
+    assert f"active checkpoint: {first}; the human seats play it" in out, out
+    human = [m for m in admin.matches() if m.b == "anonymous"]
+    assert [m.a for m in human] == [first, other], (human, out)

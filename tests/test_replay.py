@@ -229,6 +229,67 @@ def test_render_gif_has_one_frame_per_drawn_tick(short_match: Path, tmp_path: Pa
     assert took < 60
 
 
+def test_render_size_fps_and_scale_options(short_match: Path, tmp_path: Path) -> None:
+    from PIL import Image
+
+    from brawlkit.replay.render import render_replay, video_width
+
+    rep = F.read_replay(short_match)
+    full = render_replay(rep, tmp_path / "full.gif", progress=False)
+    half = render_replay(rep, tmp_path / "half.gif", scale=0.5, fps=10, progress=False)
+    wide = render_replay(rep, tmp_path / "wide.gif", width=640, progress=False)
+    with Image.open(full) as a, Image.open(half) as b, Image.open(wide) as c:
+        assert a.size[0] == 448 and b.size[0] == 224 and c.size[0] == 640
+        assert b.size[1] == pytest.approx(a.size[1] / 2, abs=2)
+        assert b.info["duration"] == 100 and a.info["duration"] == 50
+    assert half.stat().st_size < 0.6 * full.stat().st_size
+    with pytest.raises(ValueError, match="not both"):
+        video_width(300, 0.5)
+    with pytest.raises(ValueError, match="64 to 4096"):
+        video_width(10)
+
+
+def test_render_is_fast_and_streams(tmp_path: Path) -> None:
+    """50 s of a match (1,000 frames): drawn into the GIF's palette and streamed, a few ms
+    of CPU a frame, re-simulation included.  Drawing each frame with matplotlib and
+    quantising it cost ~30 ms of CPU a frame (92 s for a 148 s match)."""
+    from PIL import Image
+
+    from brawlkit.replay.render import render_replay
+
+    rep = record_cpu_match(None, 5, 6, seed=3, max_ticks=3000)
+    t0 = time.process_time()
+    out = render_replay(rep, tmp_path / "long.gif", check=False, progress=False)
+    cpu_per_frame = (time.process_time() - t0) / len(frame_ticks(rep.n_ticks, 3))
+    assert cpu_per_frame < 0.008, f"{cpu_per_frame * 1000:.1f} ms of CPU per frame"
+    with Image.open(out) as im:
+        assert im.n_frames > 900  # a frame per drawn tick (the tick counter changes in each)
+    assert out.stat().st_size < 1_500_000, out.stat().st_size
+
+
+def test_replays_are_drawn_in_the_clients_colours(short_match: Path) -> None:
+    """One palette for the pygame client and the renderer: player 1 red-orange, player 2
+    blue in both (the renderer once drew them blue and orange, the other way round)."""
+    from brawlkit.common import palette
+    from brawlkit.play import draw
+    from brawlkit.replay.render import SLOT_COLORS, RasterDrawer
+
+    assert draw.SLOT_C is palette.SLOT_C and draw.BG_TOP is palette.BG_TOP
+    assert SLOT_COLORS == tuple(palette.hex_of(c) for c in palette.SLOT_C)
+    rep = F.read_replay(short_match)
+    state = next(iter(replay_states(rep, every=60)))
+    rgb = RasterDrawer(448, rep.names).draw(state).convert("RGB")
+    colours = {c for _, c in rgb.getcolors(maxcolors=1 << 16)}
+    assert palette.SLOT_C[0] in colours and palette.SLOT_C[1] in colours
+    assert palette.BG_TOP in colours and palette.STAGE_C in colours
+    assert (0x4E, 0xA1, 0xFF) not in colours and (0xFF, 0x9F, 0x43) not in colours
+    # player 1 (slot 0) is drawn where slot 0 stands
+    p = state.players[0]
+    d = RasterDrawer(448, rep.names)
+    x, y = d.pt(p.x, p.y + C.BP_FIGHTER_HEIGHT / 4)
+    assert rgb.getpixel((int(x), int(y))) == palette.SLOT_C[0]
+
+
 def test_render_frame_draws_on_any_axes(short_match: Path) -> None:
     from matplotlib.figure import Figure
 
@@ -267,6 +328,15 @@ def test_cli_verifies_and_renders(short_match: Path, tmp_path: Path) -> None:
     assert info["verified"] is True and info["n_ticks"] == 120 and info["out"] == str(out)
     assert info["names"] == ["cpu:4", "cpu:6"] and info["result"].startswith("cut short")
     assert out.stat().st_size > 0
+    small = tmp_path / "s.gif"
+    r = run_cli("replay", str(short_match), "--out", str(small), "--scale", "0.5", "--fps", "10",
+                "--no-progress", "--json")
+    assert r.returncode == 0, r.stderr
+    assert last_json(r.stdout)["bytes"] == small.stat().st_size and "MB)" in r.stdout
+    from PIL import Image
+
+    with Image.open(small) as im:
+        assert im.size[0] == 224 and im.info["duration"] == 100
 
 
 # ----------------------------------------------------------------- a real server's recording

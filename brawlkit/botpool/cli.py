@@ -49,6 +49,14 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--hang-timeout", type=float, default=0.0,
                     help="seconds after both bots joined before a match without a result is "
                     "void (default 0: derived from the match length and pace)")
+    ap.add_argument("--seat-bots", choices=("active", "every"), default="active",
+                    help="who the human seats play: 'active' = the registry's active "
+                    "checkpoint when one is set (registry activate ID; followed without a "
+                    "restart), else every bot; 'every' = every bot, fewest human games first "
+                    "(default active)")
+    ap.add_argument("--active-refresh", type=float, default=5.0,
+                    help="seconds between looks at the registry's active checkpoint "
+                    "(default 5)")
     ap.add_argument("--no-live", action="store_true",
                     help="one line per event instead of the live table (logs, tests)")
     return ap
@@ -70,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--refresh must be > 0")
     if not (0 <= args.human_port <= 65535):
         ap.error("--human-port must be 0..65535")
+    if not (math.isfinite(args.active_refresh) and args.active_refresh > 0):
+        ap.error("--active-refresh must be > 0")
     if not (math.isfinite(args.hang_timeout) and args.hang_timeout >= 0):
         ap.error("--hang-timeout must be >= 0")
 
@@ -98,5 +108,6 @@ def main(argv: list[str] | None = None) -> int:
                    human_host=args.human_host, mode=args.mode, speed=args.speed,
                    matches=args.matches, refresh=args.refresh, replays=args.replays,
                    keep_upsets=args.keep_upsets, seed=args.seed, live=not args.no_live,
-                   hang_timeout=args.hang_timeout)
+                   hang_timeout=args.hang_timeout, seat_bots=args.seat_bots,
+                   active_refresh=args.active_refresh)
     return BotPool(opts, league, client).run()

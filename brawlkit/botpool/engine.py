@@ -30,6 +30,7 @@ from typing import Any
 
 from rich.live import Live
 
+from brawlkit.botpool.active import ActiveWatch
 from brawlkit.botpool.options import JOIN_TIMEOUT_S, Options
 from brawlkit.botpool.pairing import Pairing
 from brawlkit.botpool.procs import BotProc
@@ -61,6 +62,11 @@ class BotPool:
                                self.bot_procs, self.say)
         self.seats = Seats(opts, rng, self.roster, self.recorder, self.servers.human,
                            self.bot_procs, self.say)
+        # the registry's active checkpoint, followed for the human seats (docs/botpool.md)
+        self.active: ActiveWatch | None = None
+        if client is not None and opts.human_bots and opts.seat_bots == "active":
+            self.active = ActiveWatch(client.twin() if hasattr(client, "twin") else client,
+                                      self.messages)
         self.abandoned = 0
         self._stop = False
         self._signals = 0
@@ -126,6 +132,7 @@ class BotPool:
         if self._stop:  # Ctrl-C in a terminal also reached the server: that is no failure
             return
         self.roster.take()
+        self._take_active()
         self._check_servers()
         for pair in list(self.pairing.pairs.values()):
             self.pairing.advance(pair)
@@ -138,6 +145,19 @@ class BotPool:
         if not self._stop:
             self.seats.fill()
         self.recorder.poll_replays()
+
+    def _take_active(self) -> None:
+        """Adopt a new active checkpoint for the seats (ActiveWatch read it)."""
+        if self.active is None:
+            return
+        previous = self.active.current
+        if not self.active.take():
+            return
+        bot = self.active.current
+        self.seats.active = bot
+        self.say(f"active checkpoint: {bot.id}; the human seats play it" if bot is not None
+                 else "no active checkpoint: the human seats draw from every bot")
+        self.seats.active_changed(previous.id if previous is not None else None)
 
     def _check_servers(self) -> None:
         """A dead server voids what ran on it and is brought back."""
@@ -159,6 +179,10 @@ class BotPool:
             self.roster.take(gather(self.league, self.client))
         except Exception as e:  # noqa: BLE001 - e.g. the registry is down: retried at each refresh
             self.say(f"no bots yet, retried every {self.o.refresh:g} s: {e}")
+        if self.active is not None:  # before the first seat: it plays the active one
+            self.active.poll()
+            self._drain_messages()
+            self._take_active()
         try:
             self._start_servers()
         except ServerError as e:
@@ -167,6 +191,8 @@ class BotPool:
             return 1
         self.roster.refresh_in_background(self.o.refresh, lambda: gather(self.league, self.client),
                                           self.messages, lambda: self._stop)
+        if self.active is not None:
+            self.active.run_in_background(self.o.active_refresh, lambda: self._stop)
         try:
             if self.o.live:
                 self._run_live()

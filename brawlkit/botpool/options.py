@@ -50,6 +50,10 @@ class Options:
     seed: int | None = None
     live: bool = True
     hang_timeout: float = 0.0
+    #: who the human seats play: ``active`` = the registry's active checkpoint when one
+    #: is set (else every bot), ``every`` = every bot, fewest human games first
+    seat_bots: str = "active"
+    active_refresh: float = 5.0
 
     def pair_hang_s(self) -> float:
         """The bound of a bot-vs-bot match: ``--hang-timeout``, else derived from its pace."""

@@ -9,7 +9,10 @@ from the two pre-match Elo ratings.  A favourite's win scores 1 − E < ½, an
 underdog's win more than ½, a draw between equals 0: the surprise is how wrong the
 ratings were about this match, on the same scale whichever side won.
 
-The ``keep`` most surprising replays are moved to ``DIR/`` and listed in
+The ``keep`` most surprising replays are moved to ``DIR/`` under a name that says what
+they are (:func:`descriptive_name`: when, who, what happened —
+``20261201-031500_main-r-g0003_beats_main-r-g0011_a2-m2.bpr``, not the server's
+``1796099799176-a2-m2.bpr``) and listed in
 ``DIR/index.json`` (kept across runs: a new run competes with the old upsets);
 everything else — less surprising matches, void matches, matches cut short — is
 deleted.  ``index.json`` (written atomically) is::
@@ -22,8 +25,10 @@ sorted by surprise, highest first; ``file`` is relative to ``DIR``.
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
 import os
+import re
 import shutil
 import time
 from dataclasses import dataclass
@@ -39,6 +44,27 @@ INCOMING = ".incoming"
 CLAIM_WAIT_S = 10.0
 #: an unclaimed replay older than this is a void / cut-short match: deleted
 STRAY_AGE_S = 30.0
+
+
+#: how a kept replay's name says the result, from side a's view
+NAME_VERBS = {"win": "beats", "loss": "loses-to", "draw": "draws-with"}
+#: the longest part an id contributes to a file name
+NAME_ID_CHARS = 60
+
+
+def _name_part(member_id: str) -> str:
+    """An id as part of a file name: ``:`` (``cpu:3``, ``player:alice``) and anything
+    else a file system might mind become ``_``; long ids are cut."""
+    return re.sub(r"[^A-Za-z0-9_.+@-]", "_", member_id)[:NAME_ID_CHARS]
+
+
+def descriptive_name(entry: dict[str, Any]) -> str:
+    """``<UTC time of the result>_<a>_<beats|loses-to|draws-with>_<b>_a<arena>-m<match>.bpr``:
+    sorted by time in a listing, and readable without opening index.json."""
+    when = _dt.datetime.fromtimestamp(float(entry["time"]), _dt.UTC).strftime("%Y%m%d-%H%M%S")
+    verb = NAME_VERBS.get(str(entry["result"]), str(entry["result"]))
+    return (f"{when}_{_name_part(str(entry['a']))}_{verb}_{_name_part(str(entry['b']))}"
+            f"_a{entry['arena']}-m{entry['match_id']}.bpr")
 
 
 def surprise(rec: MatchRecord, rating_a: float, rating_b: float) -> tuple[float, float]:
@@ -127,8 +153,13 @@ class ReplayKeeper:
             path.unlink(missing_ok=True)
             self.deleted += 1
             return False
-        shutil.move(str(path), str(self.root / path.name))
-        entry = {"file": path.name, **entry}
+        name = descriptive_name(entry)
+        n = 1
+        while (self.root / name).exists():  # the same second, arena and match: another run's
+            n += 1
+            name = f"{descriptive_name(entry).removesuffix('.bpr')}-{n}.bpr"
+        shutil.move(str(path), str(self.root / name))
+        entry = {"file": name, "recorded_as": path.name, **entry}
         self.entries.append(entry)
         self.entries.sort(key=lambda e: -float(e["surprise"]))
         self.kept += 1

@@ -61,6 +61,9 @@ class Seats(PoolPart):
         self.hang_s = self.o.seat_hang_s()
         self.seats: list[Seat] = []
         self.human_starts: Counter[str] = Counter()   # seats taken, per bot
+        #: the registry's active checkpoint (set by the loop from ActiveWatch): with
+        #: ``--seat-bots active`` every seat plays it
+        self.active: Bot | None = None
 
     def procs(self) -> list[BotProc]:
         return [s.proc for s in self.seats]
@@ -81,14 +84,41 @@ class Seats(PoolPart):
         suffix = f" ({self.roster.rating(bot.id):.0f})"
         return wire_name(bot.id, C.BP_NAME_LEN - 1 - len(suffix)) + suffix
 
+    def seat_bot(self) -> Bot | None:
+        """The bot the next seat plays: the active checkpoint (``--seat-bots active``,
+        when one is set and has not been left out for failing to start), else the one
+        with the fewest human games."""
+        a = self.active
+        if self.o.seat_bots == "active" and a is not None and a.id not in self.roster.excluded:
+            return self.roster.bots.get(a.id, a)  # a league's own copy of the id wins
+        ids = sorted(self.roster.bots)
+        if not ids:
+            return None
+        return self.roster.bots[fewest_started(self.rng, ids, self.human_starts)]
+
+    def active_changed(self, previous: str | None) -> None:
+        """A new active checkpoint (or none since ``previous``): seats still waiting for
+        a human (none has joined) get a bot of the new one at once, so the next human
+        plays it; with none active any more, the seats that waited with ``previous`` are
+        redrawn from every bot.  A match in flight is played out."""
+        new = self.active.id if self.active is not None else None
+        for s in list(self.seats):
+            if s.engaged_at is not None:
+                continue
+            if (new is not None and s.bot.id != new) or (new is None and s.bot.id == previous):
+                self.say(f"seat: {s.bot.id} replaced (the active checkpoint is now "
+                         f"{new or 'none'})")
+                self._drop(s)
+
     def fill(self) -> None:
         """A waiting bot in every free seat."""
         if self.server.proc is None:
             return
-        ids = sorted(self.roster.bots)
-        while ids and len(self.seats) < self.o.human_bots:
-            bid = fewest_started(self.rng, ids, self.human_starts)
-            bot = self.roster.bots[bid]
+        while len(self.seats) < self.o.human_bots:
+            bot = self.seat_bot()
+            if bot is None:
+                return
+            bid = bot.id
             args = ["--new-arena", "--matches", "1", "--seed", str(self.rng.randrange(1, 2**31)),
                     *self.bot_procs.mode_args("realtime")]
             try:

@@ -74,6 +74,22 @@ def from_league(league: LeagueDir) -> Snapshot:
     return snap
 
 
+def registry_bot(client: Any, rec: dict[str, Any], cache: Path | None = None) -> Bot:
+    """The :class:`Bot` of registry record ``rec``: its blob downloaded (LZ4 on the wire,
+    checked against the record's sha256) into ``cache`` (default the client's
+    ``botpool/``) once, and named by that sha256, so a refresh finds it on disk."""
+    cache = cache or Path(client.cache_dir) / "botpool"
+    cache.mkdir(parents=True, exist_ok=True)
+    sha = str(rec["blob_sha256"])
+    path = cache / f"{sha}.bpw"
+    if not (path.is_file() and sha256_of(path.read_bytes()) == sha):
+        raw = client.download_blob(rec)  # checked against the record's sha256
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(raw)
+        tmp.replace(path)
+    return Bot(str(rec["id"]), path, str(rec.get("role", "")), int(rec.get("generation") or 0))
+
+
 def from_registry(client: Any) -> Snapshot:
     """Every non-disabled checkpoint with a blob; raises RegistryUnavailable when down."""
 
@@ -84,20 +100,12 @@ def from_registry(client: Any) -> Snapshot:
         sha = rec.get("blob_sha256")
         if rec.get("status") == "disabled" or not sha:
             continue
-        path = cache / f"{sha}.bpw"
-        if not (path.is_file() and sha256_of(path.read_bytes()) == sha):
-            try:
-                raw = client.download_blob(rec)  # checked against the record's sha256
-            except RegistryError as e:
-                if type(e).__name__ == "RegistryUnavailable":
-                    raise
-                snap.problems.append(f"{rec['id']}: blob not downloaded ({e})")
-                continue
-            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-            tmp.write_bytes(raw)
-            tmp.replace(path)
-        snap.bots[str(rec["id"])] = Bot(str(rec["id"]), path, str(rec.get("role", "")),
-                                        int(rec.get("generation") or 0))
+        try:
+            snap.bots[str(rec["id"])] = registry_bot(client, rec, cache)
+        except RegistryError as e:
+            if type(e).__name__ == "RegistryUnavailable":
+                raise
+            snap.problems.append(f"{rec['id']}: blob not downloaded ({e})")
     snap.ratings = replay_ratings(client.matches(), list(snap.bots))
     return snap
 

@@ -15,17 +15,42 @@ from dataclasses import dataclass
 
 import pygame
 
+from brawlkit.common.palette import (
+    ATTACK_C,
+    BAR_BG_C,
+    BAR_C,
+    BG_BOTTOM,
+    BG_TOP,
+    BLACK,
+    BLAST_C,
+    CARD_C,
+    DIM_C,
+    EYE_C,
+    LAG_C,
+    LOSE_C,
+    NOTE_C,
+    RESPAWN_C,
+    SLOT_C,
+    SLOT_LABEL,
+    SPECIAL_C,
+    SPECIAL_CORE_C,
+    STAGE_C,
+    STAGE_EDGE_C,
+    STAGE_TOP_C,
+    TEXT_C,
+    UPSPECIAL_C,
+    WHITE,
+    WIN_C,
+)
+from brawlkit.common.palette import damage_color as _damage_color
+from brawlkit.common.palette import mix as _mix
 from brawlkit.wire.constants import C
 from brawlkit.wire.protocol import PlayerState, Snapshot
 
 SIZE = (1024, 640)
 HUD_H = 118
-BG_TOP, BG_BOTTOM = (22, 26, 44), (48, 38, 70)
-STAGE_TOP_C, STAGE_C, STAGE_EDGE_C = (200, 204, 214), (86, 90, 110), (60, 62, 80)
-BLAST_C = (190, 60, 70)
-TEXT_C, DIM_C = (236, 238, 244), (150, 156, 176)
-SLOT_C = ((236, 96, 72), (72, 150, 240))
-SLOT_LABEL = ("P1", "P2")
+# the colours live in one palette, shared with the replay renderer (a replay looks like
+# the match the person saw)
 
 #: the part of the world the camera always keeps in view (units): the stage and the air above it
 _FRAME_MIN = (-(C.BP_STAGE_HALF_WIDTH + 25.0), C.BP_STAGE_HALF_WIDTH + 25.0,
@@ -195,11 +220,6 @@ def _dashed(surf: pygame.Surface, color: tuple[int, int, int], a: tuple[int, int
         pygame.draw.line(surf, color, p, q, 2)
 
 
-def _mix(c: tuple[int, int, int], d: tuple[int, int, int], t: float) -> tuple[int, int, int]:
-    r, g, b = (round(a + (e - a) * t) for a, e in zip(c, d, strict=True))
-    return r, g, b
-
-
 def _fighter(surf: pygame.Surface, xf: _Xf, p: PlayerState, slot: int, tick: int,
              me: bool) -> None:
     if p.action_state == C.BP_AS_DEAD:
@@ -207,41 +227,41 @@ def _fighter(surf: pygame.Surface, xf: _Xf, p: PlayerState, slot: int, tick: int
     hw, ht = C.BP_FIGHTER_HALF_WIDTH, C.BP_FIGHTER_HEIGHT
     color = SLOT_C[slot]
     if p.flags & C.BP_PLAYER_FLAG_HITSTUN:
-        color = _mix(color, (255, 255, 255), 0.55 if (tick // 3) % 2 else 0.25)
+        color = _mix(color, WHITE, 0.55 if (tick // 3) % 2 else 0.25)
     elif p.action_state in (C.BP_AS_HELPLESS, C.BP_AS_SHIELDBREAK, C.BP_AS_LAG):
-        color = _mix(color, (90, 90, 100), 0.5)
+        color = _mix(color, LAG_C, 0.5)
     invuln = bool(p.flags & C.BP_PLAYER_FLAG_INVULNERABLE)
     if p.action_state == C.BP_AS_RESPAWN:  # the respawn platform under the feet
-        pygame.draw.rect(surf, (230, 230, 140), xf.rect(p.x - 8.0, p.y - 1.5, p.x + 8.0, p.y))
+        pygame.draw.rect(surf, RESPAWN_C, xf.rect(p.x - 8.0, p.y - 1.5, p.x + 8.0, p.y))
     body = xf.rect(p.x - hw, p.y, p.x + hw, p.y + ht)
     if invuln and (tick // 4) % 2:
         pygame.draw.rect(surf, color, body, width=max(1, xf.len(0.8)), border_radius=3)
     else:
         pygame.draw.rect(surf, color, body, border_radius=3)
-    pygame.draw.rect(surf, _mix(color, (0, 0, 0), 0.45), body, width=1, border_radius=3)
+    pygame.draw.rect(surf, _mix(color, BLACK, 0.45), body, width=1, border_radius=3)
     f = 1 if p.facing >= 0 else -1
     # the face: an eye band on the facing side
     ex0 = p.x + 0.5 if f > 0 else p.x - hw + 0.5
     eye = xf.rect(ex0, p.y + ht - 5.0, ex0 + hw - 1.0, p.y + ht - 3.0)
-    pygame.draw.rect(surf, (250, 250, 250), eye)
+    pygame.draw.rect(surf, EYE_C, eye)
     nose = [xf.pt(p.x + f * hw, p.y + ht - 6.5), xf.pt(p.x + f * (hw + 2.5), p.y + ht - 8.0),
             xf.pt(p.x + f * hw, p.y + ht - 9.5)]
-    pygame.draw.polygon(surf, _mix(color, (0, 0, 0), 0.3), nose)
+    pygame.draw.polygon(surf, _mix(color, BLACK, 0.3), nose)
     if p.action_state == C.BP_AS_ATTACK:
-        pygame.draw.circle(surf, (255, 226, 90), xf.pt(p.x + f * (hw + 5.0), p.y + ht * 0.55),
+        pygame.draw.circle(surf, ATTACK_C, xf.pt(p.x + f * (hw + 5.0), p.y + ht * 0.55),
                            xf.len(3.0))
     elif p.action_state == C.BP_AS_SPECIAL:
-        pygame.draw.circle(surf, (255, 150, 50), xf.pt(p.x + f * (hw + 7.0), p.y + ht * 0.5),
+        pygame.draw.circle(surf, SPECIAL_C, xf.pt(p.x + f * (hw + 7.0), p.y + ht * 0.5),
                            xf.len(5.5))
-        pygame.draw.circle(surf, (255, 236, 160), xf.pt(p.x + f * (hw + 7.0), p.y + ht * 0.5),
+        pygame.draw.circle(surf, SPECIAL_CORE_C, xf.pt(p.x + f * (hw + 7.0), p.y + ht * 0.5),
                            xf.len(2.5))
     elif p.action_state == C.BP_AS_UPSPECIAL:
         a, b = xf.pt(p.x, p.y - 2.0), xf.pt(p.x, p.y - 12.0)
-        pygame.draw.line(surf, (255, 200, 90), a, b, xf.len(3.0))
+        pygame.draw.line(surf, UPSPECIAL_C, a, b, xf.len(3.0))
     if p.flags & C.BP_PLAYER_FLAG_SHIELDING:
         r = xf.len(4.0 + 8.0 * max(0.0, p.shield) / C.BP_SHIELD_MAX)
         bubble = pygame.Surface((2 * r + 2, 2 * r + 2), pygame.SRCALPHA)
-        pygame.draw.circle(bubble, (*_mix(color, (255, 255, 255), 0.4), 110), (r + 1, r + 1), r)
+        pygame.draw.circle(bubble, (*_mix(color, WHITE, 0.4), 110), (r + 1, r + 1), r)
         pygame.draw.circle(bubble, (255, 255, 255, 180), (r + 1, r + 1), r, width=2)
         cx, cy = xf.pt(p.x, p.y + ht / 2.0)
         surf.blit(bubble, (cx - r - 1, cy - r - 1))
@@ -254,13 +274,9 @@ def _fighter(surf: pygame.Surface, xf: _Xf, p: PlayerState, slot: int, tick: int
 
 
 # ---------------------------------------------------------------- HUD
-def _damage_color(d: float) -> tuple[int, int, int]:
-    return _mix((245, 245, 245), (230, 40, 40), min(1.0, d / 150.0))
-
-
 def _card(surf: pygame.Surface, rect: pygame.Rect, slot: int, p: PlayerState | None,
           name: str, me: bool, known: str | None = None) -> None:
-    pygame.draw.rect(surf, (30, 32, 46), rect, border_radius=10)
+    pygame.draw.rect(surf, CARD_C, rect, border_radius=10)
     pygame.draw.rect(surf, SLOT_C[slot], rect, width=3, border_radius=10)
     rating = split_rating(name)[1] or known
     tag = SLOT_LABEL[slot] + (" · you" if me else "")
@@ -277,10 +293,10 @@ def _card(surf: pygame.Surface, rect: pygame.Rect, slot: int, p: PlayerState | N
             pygame.draw.circle(surf, SLOT_C[slot], c, 8)
         pygame.draw.circle(surf, TEXT_C, c, 8, width=1)
     bar = pygame.Rect(rect.right - 116, rect.bottom - 24, 100, 8)  # shield health
-    pygame.draw.rect(surf, (60, 64, 84), bar)
+    pygame.draw.rect(surf, BAR_BG_C, bar)
     fill = bar.copy()
     fill.w = round(bar.w * max(0.0, min(1.0, p.shield / C.BP_SHIELD_MAX)))
-    pygame.draw.rect(surf, (140, 200, 255), fill)
+    pygame.draw.rect(surf, BAR_C, fill)
     _text(surf, "shield", 18, DIM_C, (bar.x - 6, bar.centery), "midright")
 
 
@@ -319,7 +335,7 @@ def result_title(winner: int, my_slot: int | None) -> tuple[str, tuple[int, int,
         return "MATCH OVER", TEXT_C
     if my_slot is None:
         return f"{SLOT_LABEL[winner]} WINS", SLOT_C[winner]
-    return ("YOU WIN", (120, 230, 130)) if winner == my_slot else ("YOU LOSE", (240, 110, 100))
+    return ("YOU WIN", WIN_C) if winner == my_slot else ("YOU LOSE", LOSE_C)
 
 
 def draw(surf: pygame.Surface, view: View, camera: Camera | None = None) -> None:
@@ -359,7 +375,7 @@ def draw(surf: pygame.Surface, view: View, camera: Camera | None = None) -> None
     if view.fps:
         _text(surf, f"{view.fps:.0f} fps", 22, DIM_C, (w - 12, 10), "topright")
     if view.note:
-        _text(surf, view.note, 26, (250, 220, 120), (w // 2, 58), "midtop")
+        _text(surf, view.note, 26, NOTE_C, (w // 2, 58), "midtop")
     # full-screen states
     if view.status is not None:
         _overlay(surf, play_h, view.status, [view.hint] if view.hint else [])

@@ -160,6 +160,44 @@ def play_match(endpoint: MoveEndpoint, env: MoveEnv, *, seed: int, decision_tick
     }
 
 
+#: ``--vs active``: the registry's active checkpoint, looked up before every match
+ACTIVE = "active"
+
+
+class ActiveOpponent:
+    """The registry's active checkpoint as the opponent (``--vs active --registry
+    URL``): its blob fetched (LZ4 on the wire, sha256-checked) at the start and looked
+    up again before each match, so ``registry activate OTHER`` changes the opponent of
+    the next match without a restart; a blob already fetched is not fetched again."""
+
+    def __init__(self, url: str) -> None:
+        from brawlkit.registry.client import RegistryClient
+
+        self.client = RegistryClient(url)
+        self._cache: dict[str, tuple[Any, str]] = {}
+
+    def current(self) -> tuple[Any, str]:
+        from brawlkit.policy_server.rollouts import PolicyFileOpponent
+        from brawlkit.registry.client import RegistryError
+
+        try:
+            rec = self.client.active()
+            if rec is None:
+                raise ValueError("active: no checkpoint is active (registry activate ID)")
+            if rec["id"] not in self._cache:
+                got = self.client.active_blob()
+                if got is None or got[0]["id"] != rec["id"]:
+                    raise ValueError(f"active: {rec['id']} has no blob (or changed meanwhile)")
+                path = self.client.cache_dir / "active" / f"{rec['blob_sha256']}.bpw"
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(got[1])
+                opp = PolicyFileOpponent(path)
+                self._cache[rec["id"]] = (opp, str(rec["id"]))
+        except RegistryError as e:
+            raise ValueError(f"active: {e}") from None
+        return self._cache[rec["id"]]
+
+
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="python -m brawlkit policy play",
@@ -170,8 +208,11 @@ def _parser() -> argparse.ArgumentParser:
         "member id for `elo`.")
     ap.add_argument("--endpoint", required=True, help="base URL of the endpoint, e.g. http://127.0.0.1:8000")
     ap.add_argument("--vs", default="cpu:3",
-                    help="opponent: cpu:L (L in 1..8), member:ID (a league member's .bpw; needs "
-                         "--league-dir) or endpoint:URL (another /move endpoint); default cpu:3")
+                    help="opponent: cpu:L (L in 1..8), baseline (the league's scripted "
+                         "fighter), member:ID (a league member's .bpw; needs --league-dir), "
+                         "endpoint:URL (another /move endpoint), a .bpw / .zip file (logged "
+                         "as its name without the extension) or active (the --registry's "
+                         "active checkpoint, looked up before each match); default cpu:3")
     ap.add_argument("--matches", type=int, default=1, help="matches to play (default 1)")
     ap.add_argument("--seed", type=int, default=0, help="seed of the first match; match i uses seed+i")
     ap.add_argument("--league-dir", default=None, help="record finished matches in this league directory")
@@ -254,9 +295,16 @@ def main(argv: list[str] | None = None) -> int:
     if not isinstance(decision_ticks, int) or not 1 <= decision_ticks <= C.BP_MAX_REPEAT:
         ap.error(f"decision ticks must be an integer in 1..{C.BP_MAX_REPEAT}, got {decision_ticks!r}")
     member = _member(ap, args, info)
+    follow = None
+    if args.vs == ACTIVE:
+        if not args.registry:
+            ap.error("--vs active: the registry's active checkpoint needs --registry URL")
+        follow = ActiveOpponent(args.registry)
     try:
-        opponent, opp_id = resolve_opponent(args.vs, args.league_dir, reaction_frames=args.reaction_frames,
-                                            timeout=args.timeout)
+        opponent, opp_id = (follow.current() if follow is not None else
+                            resolve_opponent(args.vs, args.league_dir,
+                                             reaction_frames=args.reaction_frames,
+                                             timeout=args.timeout))
     except ValueError as e:
         ap.error(f"--vs: {e}")
     sink = ResultSink(args.league_dir, args.registry)
@@ -267,6 +315,8 @@ def main(argv: list[str] | None = None) -> int:
     results: list[dict[str, Any]] = []
     try:
         for i in range(args.matches):
+            if follow is not None and i:  # before each match: a new active one is played
+                opponent, opp_id = follow.current()
             res = play_match(endpoint, env, seed=args.seed + i, decision_ticks=decision_ticks,
                              max_ticks=args.max_ticks, invalid_penalty=args.invalid_penalty, trace=trace,
                              frames=frames, reaction_frames=args.reaction_frames, opponent=opponent)

@@ -54,18 +54,63 @@ MEMBER_PREFIX = "member:"
 ENDPOINT_PREFIX = "endpoint:"
 
 
+#: what ``--vs`` takes, for the messages that list it
+OPPONENT_FORMS = "cpu:L (L in 1..8), baseline, member:ID, endpoint:URL or a .bpw / .zip file"
+
+
+class PolicyFileOpponent:
+    """A policy file as the opponent: a ``.bpw`` (raw or LZ4) or an SB3 checkpoint
+    ``.zip``, playing its deterministic mean (clipped) — what ``brawlpit_bot`` and
+    ``eval`` play — at the action repeat it was trained with, reading the first values
+    of the env's layout-2 input (every layout starts with the 31 observation values)."""
+
+    def __init__(self, path: Path, env_layout: int = 2) -> None:
+        from brawlkit.env.observation import INPUT_LAYOUTS, INPUT_NAMES
+        from brawlkit.export.actor import NumpyPolicy, load_checkpoint
+
+        if path.suffix == ".zip":
+            meta, policy = load_checkpoint(path)
+            self.policy = NumpyPolicy.from_sb3(policy, meta)
+        else:
+            self.policy = NumpyPolicy(path)
+        layout = self.policy.meta.input_layout
+        if layout not in INPUT_LAYOUTS or \
+                INPUT_NAMES[layout] != INPUT_NAMES[env_layout][:INPUT_LAYOUTS[layout]]:
+            raise ValueError(f"{path}: reads policy input layout {layout}, which this player "
+                             f"cannot build")
+        self._n = INPUT_LAYOUTS[layout]
+        self.period = max(1, int(self.policy.meta.action_repeat))
+        self.label = path.stem
+
+    def __call__(self, obs: Any) -> Any:
+        import numpy as np
+
+        return self.policy.act(np.asarray(obs, np.float32)[..., :self._n])
+
+
 def resolve_opponent(spec: str, league_dir: str | None = None, *, decision_ticks: int = 4,
                      reaction_frames: int = 0, timeout: float = 5.0) -> tuple[Any, str]:
     """(what the env plays in slot 1, the opponent's id in a match log) for ``spec``:
 
     * ``cpu:L`` — the server's CPU (``CpuLevel``);
+    * ``baseline`` — the league's scripted baseline (``BaselinePolicy``), logged as
+      ``baseline``;
     * ``member:ID`` — a league member of ``league_dir`` playing from its ``.bpw``
       (``FrozenOpponent``, as the league's frozen opponents play);
     * ``endpoint:URL`` — another ``/move`` endpoint (:class:`EndpointSeat`), logged as
-      the member its ``GET /info`` names (else ``ValueError``: a match log needs an id).
+      the member its ``GET /info`` names (else ``ValueError``: a match log needs an id);
+    * a ``.bpw`` or ``.zip`` file — :class:`PolicyFileOpponent`, logged as the file's
+      name without its extension (a league's ``artifacts/<id>.bpw`` is logged as
+      ``<id>``), which must then be a valid member id.
     """
+    from brawlkit.league.records import BASELINE_ID, id_problem
+
     if CpuLevel.is_spec(spec):
         return CpuLevel.parse(spec).spec, CpuLevel.parse(spec).spec
+    if spec == BASELINE_ID:
+        from brawlkit.league.opponents import BaselinePolicy
+
+        return BaselinePolicy(), BASELINE_ID
     if spec.startswith(MEMBER_PREFIX):
         if league_dir is None:
             raise ValueError(f"{spec}: a member opponent needs --league-dir")
@@ -85,7 +130,18 @@ def resolve_opponent(spec: str, league_dir: str | None = None, *, decision_ticks
         seat = EndpointSeat(url, decision_ticks=int(info.get("decision_ticks") or decision_ticks),
                             reaction_frames=reaction_frames, timeout=timeout)
         return seat, name
-    raise ValueError(f"an opponent is cpu:L, member:ID or endpoint:URL, got {spec!r}")
+    if spec.endswith((".bpw", ".zip")):
+        path = Path(spec)
+        if not path.is_file():
+            raise ValueError(f"{spec}: no such policy file")
+        if why := id_problem(path.stem, "the file's name (its id in the match log)"):
+            raise ValueError(f"{spec}: {why}")
+        try:
+            opp = PolicyFileOpponent(path)
+        except (OSError, KeyError) as e:
+            raise ValueError(f"{spec}: not a policy this player can load ({e})") from None
+        return opp, opp.label
+    raise ValueError(f"an opponent is {OPPONENT_FORMS}; got {spec!r}")
 
 
 @dataclass(frozen=True)

@@ -354,6 +354,11 @@ def _client_commands(sub: Any) -> None:
                        ("disable", "take a checkpoint out of every pool (admin)")):
         p = cmd(name, what)
         p.add_argument("id", help="the member id")
+    p = cmd("active", "the active checkpoint (human players' default opponent): its record, "
+            "and with --blob its .bpw (exit 1 when none is active)")
+    p.add_argument("--blob", type=Path, default=None,
+                   help="write the active checkpoint's raw .bpw here (sha256-checked)")
+    p.add_argument("--json", action="store_true", help="the record as JSON")
     p = cmd("ratings", "the registry's ratings over every location's matches")
     p.add_argument("--json", action="store_true", help="the table as JSON (elo --json's shape)")
 
@@ -376,6 +381,8 @@ def _client(args: argparse.Namespace) -> int:
             for r in [] if args.json else recs:
                 print(f"{r['id']:<48} {r['role']:<16} g{r['generation']:<4} {r['status']:<10} "
                       f"{r.get('location') or '-'}")
+        elif args.cmd == "active":
+            return _active(args, client)
         elif args.cmd in ("activate", "disable"):
             rec = getattr(client, args.cmd)(args.id)
             print(f"{rec['id']}: {rec['status']}")
@@ -393,10 +400,32 @@ def _client(args: argparse.Namespace) -> int:
     return 0
 
 
+def _active(args: argparse.Namespace, client: RegistryClient) -> int:
+    """``active``: print the active checkpoint, and save its blob with ``--blob``."""
+    got = client.active_blob() if args.blob else None
+    rec = got[0] if got else client.active()
+    if rec is None:
+        print("registry active: no checkpoint is active (registry activate ID)", file=sys.stderr)
+        return 1
+    if args.blob:
+        if got is None:
+            print(f"registry active: {rec['id']} has no blob", file=sys.stderr)
+            return 1
+        tmp = args.blob.with_name(f".{args.blob.name}.tmp")
+        tmp.write_bytes(got[1])
+        tmp.replace(args.blob)
+    if args.json:
+        print(json.dumps(rec))
+    else:
+        print(f"{rec['id']} ({rec['role']} g{rec['generation']})"
+              + (f" -> {args.blob}" if args.blob else ""))
+    return 0
+
+
 def _sync(args: argparse.Namespace, client: RegistryClient) -> int:
     """``push`` / ``pull``: a league directory and the registry."""
     from brawlkit.league.directory import LeagueDir
-    from brawlkit.registry.sync import RegistrySync
+    from brawlkit.registry.sync import LocationClash, RegistrySync
 
     sync = RegistrySync(client, LeagueDir(args.league_dir),
                         getattr(args, "location", None) or socket.gethostname())
@@ -404,7 +433,7 @@ def _sync(args: argparse.Namespace, client: RegistryClient) -> int:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # printed below, once each, without a traceback
             sent, accepted = sync.push_all()
-        for line in sync.skipped + sync.refused:
+        for line in sync.skipped + sync.refused + ([sync.clash] if sync.clash else []):
             print(f"registry push: {line}", file=sys.stderr)
         print(f"pushed {sent} member(s) and {accepted} new match(es) to {args.url}"
               + (f"; skipped {len(sync.skipped)} log line(s) the match-record rule refuses"
@@ -413,7 +442,12 @@ def _sync(args: argparse.Namespace, client: RegistryClient) -> int:
                  else ""))
         return 0
     before = len(sync.league.members())
-    if not sync.pull():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LocationClash)  # printed below, without a file:line
+        pulled = sync.pull()
+    if sync.clash:
+        print(f"registry pull: warning: {sync.clash}", file=sys.stderr)
+    if not pulled:
         return 1
     print(f"pulled {len(sync.league.members()) - before} member(s) into "
           f"{args.league_dir}; {len(sync.disabled)} disabled in the registry")

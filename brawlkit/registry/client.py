@@ -104,6 +104,12 @@ class RegistryClient:
         self._expires = 0.0
         self.session = requests.Session()
 
+    def twin(self) -> RegistryClient:
+        """A client of the same registry, agent and cache with a session of its own:
+        for another thread (a ``requests.Session`` is not meant to be shared)."""
+        return RegistryClient(self.url, self.agent_id, self._secret, self.cache_dir,
+                              self.retries, self.backoff_s)
+
     # ---------------------------------------------------------------- plumbing
     def _fresh_token(self) -> str:
         if self._no_credentials is not None:
@@ -213,6 +219,27 @@ class RegistryClient:
         if record.get("blob_sha256") and sha256_of(raw) != record["blob_sha256"]:
             raise RegistryError(f"blob of {record['id']}: sha256 does not match the record")
         return raw
+
+    def active(self) -> dict[str, Any] | None:
+        """The active checkpoint's record (the default opponent of human players), or
+        None when no checkpoint is active (``GET /active``: 404)."""
+        try:
+            out: dict[str, Any] = self._send("GET", "/active").json()
+            return out
+        except RegistryError as e:
+            if e.status == 404:
+                return None
+            raise
+
+    def active_blob(self) -> tuple[dict[str, Any], bytes] | None:
+        """(record, raw .bpw) of the active checkpoint, or None when none is active or
+        it has no blob.  The blob travels as LZ4 (as every blob does) and is checked
+        against the record's sha256; what a bot fetches at start, and again before a
+        match to pick up a new active one without a restart."""
+        rec = self.active()
+        if rec is None or not rec.get("blob_sha256"):
+            return None
+        return rec, self.download_blob(rec)
 
     def activate(self, member_id: str) -> dict[str, Any]:
         out: dict[str, Any] = self._send("POST", f"/checkpoints/{_q(member_id)}/activate").json()

@@ -41,6 +41,8 @@ class Registry:
     anon_limit: RateLimiter = field(default_factory=lambda: RateLimiter(ANON_RATE, ANON_BURST))
     read_bootstrap_max: int = READ_BOOTSTRAP_MAX
     ratings: RatingsCache = field(default_factory=RatingsCache)
+    #: the league page's Elo-drift chart per state of the log (routes/page.py)
+    page_charts: dict[Any, str] = field(default_factory=dict)
 
 
 async def get_registry(request: Request) -> Registry:
@@ -85,24 +87,31 @@ def require(scope: str) -> Callable[..., Claims]:
 
     def check(creds: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
               reg: RegistryDep) -> Claims:
-        invalid = {"WWW-Authenticate": f'{REALM}, error="invalid_token"'}
-        if creds is None:
-            raise http_error(401, "a bearer token is needed (POST /auth/token)",
-                             {"WWW-Authenticate": REALM})
-        try:
-            claims = reg.signer.verify(creds.credentials)
-        except AuthError as e:
-            raise http_error(401, str(e), invalid) from None
-        rate_limited(reg.agent_limit, claims.agent_id, "agent", f"agent {claims.agent_id!r}")
-        if reg.db.agent_scope(claims.agent_id) is None:
-            raise http_error(401, f"agent {claims.agent_id!r} is revoked (or unknown to this "
-                                  "registry's database)", invalid)
-        if not scope_allows(claims.scope, scope):
-            raise http_error(403, f"agent {claims.agent_id!r} has scope {claims.scope!r}; "
-                                  f"this needs {scope!r}")
-        return claims
+        return token_claims(reg, None if creds is None else creds.credentials, scope)
 
     return check
+
+
+def token_claims(reg: Registry, token: str | None, scope: str) -> Claims:
+    """The claims of bearer ``token`` if it allows ``scope`` — the one check behind every
+    route that takes a token, whether it came in an ``Authorization`` header or (the
+    league page) a cookie; 401 / 403 / 429 as :func:`require` says."""
+    invalid = {"WWW-Authenticate": f'{REALM}, error="invalid_token"'}
+    if token is None:
+        raise http_error(401, "a bearer token is needed (POST /auth/token)",
+                         {"WWW-Authenticate": REALM})
+    try:
+        claims = reg.signer.verify(token)
+    except AuthError as e:
+        raise http_error(401, str(e), invalid) from None
+    rate_limited(reg.agent_limit, claims.agent_id, "agent", f"agent {claims.agent_id!r}")
+    if reg.db.agent_scope(claims.agent_id) is None:
+        raise http_error(401, f"agent {claims.agent_id!r} is revoked (or unknown to this "
+                              "registry's database)", invalid)
+    if not scope_allows(claims.scope, scope):
+        raise http_error(403, f"agent {claims.agent_id!r} has scope {claims.scope!r}; "
+                              f"this needs {scope!r}")
+    return claims
 
 
 Read = Annotated[Claims, Depends(require("read"))]

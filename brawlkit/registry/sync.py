@@ -43,6 +43,10 @@ PUSH_BATCH = 5000
 REFUSALS = (400, 413, 422)
 
 
+class LocationClash(UserWarning):
+    """Two league directories register checkpoints under one location."""
+
+
 def _pushable(matches: list[MatchRecord]) -> list[MatchRecord]:
     """The matches a league directory can vouch for: all but those naming a player."""
     return [m for m in matches if player_name(m.a) is None and player_name(m.b) is None]
@@ -60,6 +64,28 @@ class RegistrySync:
     #: registry refused, and per log line the match-record rule skipped
     refused: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    #: the warning that another league directory registers under this location (once)
+    clash: str | None = None
+
+    def check_location(self, records: Sequence[dict[str, object]], local: set[str]) -> str | None:
+        """Warn (once per sync) when the registry holds checkpoints registered under this
+        location that this league directory does not have: another league directory
+        registers under the same location (two leagues on one machine both defaulting to
+        the host name), and nobody could tell their checkpoints apart by location.
+        Checked before a pull adopts them (afterwards they are local).  The warning."""
+        if self.clash is not None:
+            return None
+        theirs = sorted(str(r["id"]) for r in records
+                        if r.get("location") == self.location and r["id"] not in local)
+        if not theirs:
+            return None
+        self.clash = (f"location {self.location!r} is used by another league directory too: "
+                      f"{len(theirs)} checkpoint(s) registered under it are not in "
+                      f"{self.league.path} ({', '.join(theirs[:3])}{', ...' if len(theirs) > 3 else ''}); "
+                      f"give each league directory its own --location (e.g. "
+                      f"{self.location}:{self.league.path.resolve().name})")
+        warnings.warn(self.clash, LocationClash, stacklevel=3)
+        return self.clash
 
     def push(self, member: Member | None = None, matches: list[MatchRecord] | None = None) -> bool:
         """Queue ``member`` and ``matches`` and send everything queued; False (and
@@ -89,7 +115,9 @@ class RegistrySync:
         match (the registry stores each once): what a run that ended while the
         registry was down left behind.  Returns (members uploaded, matches accepted).
         Raises :class:`RegistryUnavailable` when the registry is down."""
-        have = {r["id"] for r in self.client.checkpoints()}
+        records = self.client.checkpoints()
+        have = {r["id"] for r in records}
+        self.check_location(records, {m.id for m in self.league.members()})
         sent = 0
         for m in self.league.members():
             if m.permanent or m.id in have:
@@ -139,6 +167,7 @@ class RegistrySync:
         try:
             records = self.client.checkpoints()
             local = {m.id for m in self.league.members()}
+            self.check_location(records, local)
             self.disabled = {r["id"] for r in records if r.get("status") == "disabled"}
             for r in records:
                 if r["id"] in local or r.get("status") == "disabled" or not r.get("blob_sha256"):

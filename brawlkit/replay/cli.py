@@ -19,6 +19,7 @@ from brawlkit.replay.render import (
     DEFAULT_EVERY,
     DEFAULT_FPS,
     DEFAULT_HOLD_S,
+    DEFAULT_WIDTH_PX,
     RenderError,
     render_replay,
 )
@@ -34,6 +35,12 @@ def _parser() -> argparse.ArgumentParser:
                    help=f"frames per second of the video (default {DEFAULT_FPS})")
     p.add_argument("--every", type=int, default=DEFAULT_EVERY,
                    help=f"draw every K-th tick (default {DEFAULT_EVERY}: with 20 fps, real time)")
+    size = p.add_mutually_exclusive_group()
+    size.add_argument("--width", type=int, default=None,
+                      help=f"frame width in pixels, 64..4096 (default {DEFAULT_WIDTH_PX})")
+    size.add_argument("--scale", type=float, default=None,
+                      help=f"frame size as a multiple of the default {DEFAULT_WIDTH_PX} px "
+                           "(0.5: half the width, about a quarter of the pixels and of the file)")
     p.add_argument("--hold", type=float, default=DEFAULT_HOLD_S,
                    help=f"seconds the final frame with the result stays (default {DEFAULT_HOLD_S})")
     p.add_argument("--verify", action=argparse.BooleanOptionalAction, default=True,
@@ -76,12 +83,14 @@ def main(argv: list[str] | None = None) -> int:
 
         try:
             out = render_replay(replay, args.out, fps=args.fps, every=args.every,
-                                hold_s=args.hold, check=False, progress=not args.no_progress)
+                                hold_s=args.hold, width=args.width, scale=args.scale,
+                                check=False, progress=not args.no_progress)
         except (RenderError, ValueError) as e:
             print(f"replay: {e}", file=sys.stderr)
             return 1
         info["out"] = str(out)
-        print(f"wrote {out}")
+        info["bytes"] = out.stat().st_size
+        print(f"wrote {out} ({out.stat().st_size / 1e6:.2f} MB)")
     if args.json:
         print(json.dumps(info))
     return rc

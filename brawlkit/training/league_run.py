@@ -23,6 +23,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import TextIO
 
 from brawlkit.common.cli_args import add_progress_flag, command_parser
 from brawlkit.league.directory import LeagueDir
@@ -36,20 +37,92 @@ _GEN = re.compile(r"^gen (\d+): steps (\d+) (.*)$")
 STOP_GRACE_S = 30.0
 
 
+def postfix(rest: str) -> str:
+    """A generation line's tail (``win rate deterministic/sampled cpu_1=1.00/0.90 ...
+    max_level=3``) made short without losing a number: the bar's postfix.  Cutting the
+    text to its last 60 characters left ``stic/sampled`` and dropped the first level."""
+    pairs = re.findall(r"(\S+)=(\S+)", rest)
+    if not pairs:
+        return rest.strip()
+    rates = " ".join(f"{k.replace('cpu_', 'L')} {v}" for k, v in pairs if k != "max_level")
+    lvl = dict(pairs).get("max_level")
+    return f"win det/sampled {rates}" + (f" | max level {lvl}" if lvl else "")
+
+
+class _Lines:
+    """The progress display where output is not a terminal (CI, Colab's ``!`` cells, a
+    log file): one plain line per finished generation, never a carriage return or a
+    cursor movement (which turn three bars into one garbled line there)."""
+
+    def __init__(self, roles: list[str], gens: int | None, stream: TextIO) -> None:
+        self.stream, self.gens = stream, gens
+        self._lock = threading.Lock()  # one reader thread per role
+        total = f"{gens} generation(s) each" if gens else "until their time budget"
+        print(f"league: training {', '.join(roles)} ({total})", file=stream, flush=True)
+
+    def update(self, role: str, gen: int, rest: str) -> None:
+        of = f"/{self.gens}" if self.gens else ""
+        with self._lock:
+            print(f"league: {role} gen {gen + 1}{of} done: {postfix(rest)}", file=self.stream,
+                  flush=True)
+
+    def close(self) -> None:
+        pass
+
+
+class _Bars:
+    """A terminal (or a notebook): one tqdm bar per role, the latest rates as postfix."""
+
+    def __init__(self, roles: list[str], gens: int | None, stream: TextIO) -> None:
+        from tqdm.auto import tqdm
+
+        self.bars = {role: tqdm(total=gens, desc=f"{role:<16}", unit="gen", position=i,
+                                leave=True, file=stream) for i, role in enumerate(roles)}
+
+    def update(self, role: str, gen: int, rest: str) -> None:
+        bar = self.bars[role]
+        bar.update(1)
+        bar.set_postfix_str(postfix(rest))
+
+    def close(self) -> None:
+        for bar in self.bars.values():
+            bar.close()
+
+
+def progress_display(roles: list[str], gens: int | None,
+                     stream: TextIO | None = None) -> _Lines | _Bars:
+    """Bars on a terminal or in a notebook kernel, plain lines anywhere else."""
+    stream = stream or sys.stderr
+    live = "ipykernel" in sys.modules or (hasattr(stream, "isatty") and stream.isatty())
+    return (_Bars if live else _Lines)(roles, gens, stream)
+
+
+def last_error(lines: list[str]) -> str:
+    """What a failed child said last (the last non-empty line of its log that is not a
+    generation line): the reason — a traceback's exception, ``train: error: ...``,
+    ``train: no registry credentials ...`` — cut to 300 characters."""
+    for line in reversed(lines):
+        text = line.strip().replace("\r", " ")
+        if text and not _GEN.match(text):
+            return text if len(text) <= 300 else text[:297] + "..."
+    return ""
+
+
 def _read(proc: subprocess.Popen[str], role: str, status: dict[str, str], log: Path,
-          bars: dict[str, object]) -> None:
+          display: _Lines | _Bars | None, tail: dict[str, list[str]] | None = None) -> None:
     assert proc.stderr is not None
+    kept = tail.setdefault(role, []) if tail is not None else []
     with open(log, "a", encoding="utf-8") as f:
         for line in proc.stderr:
             f.write(line)
             f.flush()
+            kept.append(line)
+            del kept[:-50]
             m = _GEN.match(line.strip())
             if m:
                 status[role] = f"gen {m.group(1)}: {m.group(3)}"
-                bar = bars.get(role)
-                if bar is not None:
-                    bar.update(1)  # type: ignore[attr-defined]
-                    bar.set_postfix_str(m.group(3)[-60:])  # type: ignore[attr-defined]
+                if display is not None:
+                    display.update(role, int(m.group(1)), m.group(3))
 
 
 def run(league_dir: str, roles: list[str], train_args: list[str], runs_root: str,
@@ -68,15 +141,10 @@ def run(league_dir: str, roles: list[str], train_args: list[str], runs_root: str
     # a time budget ends the roles first: count generations without a total then
     budget = any(a == "--time-budget" or a.startswith("--time-budget=") for a in train_args)
     gens = None if budget else _generations(train_args)
-    bars: dict[str, object] = {}
-    if progress:
-        from tqdm.auto import tqdm
-
-        for i, role in enumerate(roles):
-            bars[role] = tqdm(total=gens, desc=f"{role:<16}", unit="gen", position=i,
-                              leave=True, file=sys.stderr)
+    display = progress_display(roles, gens) if progress else None
     procs: dict[str, subprocess.Popen[str]] = {}
     status: dict[str, str] = {}
+    tails: dict[str, list[str]] = {}
     threads = []
     try:
         for role in roles:
@@ -85,7 +153,8 @@ def run(league_dir: str, roles: list[str], train_args: list[str], runs_root: str
             procs[role] = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                            text=True, env=env)
             t = threading.Thread(target=_read, args=(procs[role], role, status,
-                                                     logs / f"{role}.log", bars), daemon=True)
+                                                     logs / f"{role}.log", display, tails),
+                                 daemon=True)
             t.start()
             threads.append(t)
         while any(p.poll() is None for p in procs.values()):
@@ -96,12 +165,14 @@ def run(league_dir: str, roles: list[str], train_args: list[str], runs_root: str
     finally:
         for t in threads:
             t.join(timeout=5)
-        for bar in bars.values():
-            bar.close()  # type: ignore[attr-defined]
+        if display is not None:
+            display.close()
     codes = {role: p.returncode for role, p in procs.items()}
     for role, code in codes.items():
-        print(f"{role}: exit {code}; last: {status.get(role, 'no generation finished')} "
-              f"(log {logs / (role + '.log')})", file=sys.stderr)
+        done = status.get(role, "no generation finished")
+        why = last_error(tails.get(role, [])) if code else ""
+        print(f"{role}: exit {code}; last: {done}" + (f"; error: {why}" if why else "")
+              + f" (log {logs / (role + '.log')})", file=sys.stderr)
     return max((c for c in codes.values() if c is not None), default=0)
 
 

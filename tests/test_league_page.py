@@ -1,0 +1,189 @@
+"""The registry's league page (``GET /league``) in a real headless browser: Debian's
+``chromium`` driven by Playwright (``executable_path``: no browser download), against a
+real ``registry serve`` on 127.0.0.1 with a SQLite file.
+
+Signed in through the page's own form, the leaderboard's rows are the rows of
+``GET /ratings`` (same ids, same order, same Elo, BT and games), the Elo-drift chart
+renders one line per member that played (non-empty boxes in the laid-out page), the
+active checkpoint is marked, and a download link clicked in the browser delivers the
+member's blob (its sha256 is the record's).  ``BRAWLKIT_LEAGUE_SCREENSHOT=FILE`` keeps
+the page's screenshot (how docs/img/league_page.png is made).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import requests
+from helpers import RegistryServer, add_agent
+
+from brawlkit.export import bpw as ex
+from brawlkit.league.records import MatchRecord, Member
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+#: the browser test's one reason to skip
+NO_CHROMIUM = ("Debian's chromium is not installed (make sysdeps installs it as root: "
+               "apt-get install chromium)")
+
+
+def _blob(seed: int) -> bytes:
+    rng = np.random.default_rng(seed)
+
+    def w(*shape: int) -> np.ndarray:
+        return (rng.standard_normal(shape) * 0.1).astype(np.float32)
+
+    return ex.pack_bpw([ex.Layer(w(8, 31), w(8), ex.ACT_TANH), ex.Layer(w(6, 8), w(6), ex.ACT_NONE)],
+                       ex.PolicyMeta(4, 1, ""))
+
+
+@pytest.fixture
+def league_registry(tmp_path: Path):
+    """A registry with a lineage per role (main g0 -> g1 -> g2, one of each exploiter),
+    60 matches among them and the CPU, main g1 active."""
+    from brawlkit.registry.client import RegistryClient
+
+    srv = RegistryServer(f"sqlite:///{tmp_path / 'registry.db'}", tmp_path / "registry-data")
+    try:
+        admin = RegistryClient(srv.url, "boss", add_agent(srv.db_url, "boss", "admin"),
+                               cache_dir=tmp_path / "cache")
+        members = []
+        parent: str | None = None
+        for g in range(3):
+            members.append(Member(id=f"main-r-g{g:04d}", role="main", generation=g, parent=parent,
+                                  created=f"2026-12-01T03:0{g}:00+00:00"))
+            parent = members[-1].id
+        members.append(Member(id="main_exploiter-r-g0000", role="main_exploiter", generation=0,
+                              created="2026-12-01T03:04:00+00:00"))
+        members.append(Member(id="league_exploiter-r-g0000", role="league_exploiter",
+                              generation=0, created="2026-12-01T03:05:00+00:00"))
+        for i, m in enumerate(members):
+            ckpt, blob = tmp_path / f"{m.id}.zip", tmp_path / f"{m.id}.bpw"
+            ckpt.write_bytes(b"PK\x05\x06" + bytes(18))
+            blob.write_bytes(_blob(i))
+            admin.upload(m, ckpt, blob, location="test")
+        rng = np.random.default_rng(0)
+        ids = [m.id for m in members] + ["cpu:3"]
+        matches = []
+        for i in range(60):
+            a, b = rng.choice(len(ids), 2, replace=False)
+            matches.append(MatchRecord(time=1796090000.0 + i, a=ids[a], b=ids[b],
+                                       result=str(rng.choice(["win", "loss", "draw"])),
+                                       ticks=int(rng.integers(100, 9000)), source="test"))
+        admin.post_matches(matches)
+        admin.activate("main-r-g0001")
+        yield srv, admin, add_agent(srv.db_url, "viewer", "read")
+    finally:
+        srv.stop()
+
+
+def test_an_empty_league_says_so_and_everything_is_escaped() -> None:
+    """No matches and no checkpoints: the page says so instead of drawing empty frames;
+    text that reaches the HTML is escaped (the id rule keeps '<' out of real ids: the
+    page does not count on it)."""
+    from brawlkit.registry.league_page import drift_svg, render_page
+
+    table = {"members": [{"id": "cpu:1<script>", "role": "cpu", "kind": "cpu", "generation": 0,
+                          "rating": 1200.0, "games": 0, "wins": 0, "draws": 0, "losses": 0,
+                          "win_rate": None, "bt_rating": 1200.0, "bt_lo": None, "bt_hi": None}],
+             "matches": 0, "k": 32.0, "initial": 1200.0, "bootstrap": 0, "seed": 0}
+    html = render_page(table, [], [], None, "viewer<b>", drift_svg({}, {}, 0))
+    assert "<script>" not in html and "cpu:1&lt;script&gt;" in html and "viewer&lt;b&gt;" in html
+    assert 'id="elo-drift-empty"' in html and "No checkpoints registered yet" in html
+    assert "No checkpoint is active" in html and "No matches yet." in html
+
+
+@pytest.mark.servers
+@pytest.mark.timeout(180)
+@pytest.mark.skipif(CHROMIUM is None, reason=NO_CHROMIUM)
+def test_the_league_page_in_a_browser(league_registry, tmp_path: Path) -> None:
+    from playwright.sync_api import sync_playwright
+
+    from brawlkit.registry.client import RegistryClient
+
+    srv, admin, viewer_secret = league_registry
+    viewer = RegistryClient(srv.url, "viewer", viewer_secret, cache_dir=tmp_path / "cache-v")
+    want = viewer.ratings()  # what GET /ratings gives this reader
+    assert requests.get(f"{srv.url}/league/blob/main-r-g0000", timeout=10).status_code == 401
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM,
+                                     args=["--no-sandbox", "--disable-dev-shm-usage"])
+        try:
+            page = browser.new_page(viewport={"width": 1200, "height": 900},
+                                    accept_downloads=True)
+            first = page.goto(f"{srv.url}/league")
+            assert first is not None and first.status == 401  # not signed in: the form
+            page.fill("input[name=agent_id]", "viewer")
+            page.fill("input[name=secret]", "wrong")
+            page.click("button[type=submit]")
+            assert "wrong secret" in page.inner_text("#login-error")
+            page.fill("input[name=agent_id]", "viewer")
+            page.fill("input[name=secret]", viewer_secret)
+            page.click("button[type=submit]")
+            page.wait_for_selector("#leaderboard")
+
+            rows = page.locator("#leaderboard tbody tr")
+            got = [{"id": rows.nth(i).get_attribute("data-id"),
+                    "elo": rows.nth(i).locator("td.elo").inner_text(),
+                    "cells": rows.nth(i).locator("td").all_inner_texts()}
+                   for i in range(rows.count())]
+            assert [g["id"] for g in got] == [r["id"] for r in want["members"]]
+            for g, r in zip(got, want["members"], strict=True):
+                assert g["elo"] == f"{r['rating']:.1f}", (g, r)
+                cells = g["cells"]
+                assert cells[2] == r["kind"] and cells[3] == r["role"]
+                assert cells[7] == str(r["games"])
+                assert cells[6].startswith(f"{r['bt_rating']:.0f}")
+                if r["bt_lo"] is not None:
+                    assert f"[{r['bt_lo']:.0f}, {r['bt_hi']:.0f}]" in cells[6]
+            assert want["bootstrap"] > 0  # intervals shown (the read cap, not zero)
+
+            active = page.locator("#leaderboard tr.active")
+            assert active.count() == 1 and active.get_attribute("data-id") == "main-r-g0001"
+            assert "main-r-g0001" in page.inner_text("#active")
+
+            # the chart: laid out, one line per member that played, each with a real box
+            svg = page.locator("#elo-drift")
+            box = svg.bounding_box()
+            assert box is not None and box["width"] > 400 and box["height"] > 100
+            lines = page.locator("#elo-drift polyline.drift")
+            played = {r["id"] for r in want["members"] if r["games"]}
+            assert {lines.nth(i).get_attribute("data-member")
+                    for i in range(lines.count())} == played
+            for i in range(lines.count()):
+                lb = lines.nth(i).bounding_box()
+                assert lb is not None and lb["width"] > 50, lines.nth(i).get_attribute("data-member")
+
+            # lineage: main g0 -> g1 -> g2 nested under each other
+            chain = page.locator("#lineage ul.lineage li:has(code:text('main-r-g0000')) "
+                                 "li:has(code:text('main-r-g0001')) code:text('main-r-g0002')")
+            assert chain.count() == 1
+            assert page.locator("#recent-matches tbody tr").count() == 25
+
+            # a download link, clicked: the member's blob
+            rec = admin.checkpoint("main-r-g0002")
+            with page.expect_download() as dl:
+                page.click("#leaderboard tr[data-id='main-r-g0002'] a.blob")
+            data = Path(dl.value.path()).read_bytes()
+            assert hashlib.sha256(data).hexdigest() == rec["blob_sha256"]
+            assert dl.value.suggested_filename == "main-r-g0002.bpw"
+
+            shot = os.environ.get("BRAWLKIT_LEAGUE_SCREENSHOT") or str(tmp_path / "league.png")
+            page.screenshot(path=shot, full_page=True)
+            assert Path(shot).stat().st_size > 10_000
+
+            # a token link (?token=): becomes the cookie, and the address loses it
+            token = requests.post(f"{srv.url}/auth/token", timeout=10, json={
+                "agent_id": "viewer", "secret": viewer_secret}).json()["access_token"]
+            other = browser.new_page()
+            other.goto(f"{srv.url}/league?token={token}")
+            other.wait_for_selector("#leaderboard")
+            assert other.url == f"{srv.url}/league"
+            assert other.locator("#leaderboard tbody tr").count() == len(want["members"])
+        finally:
+            browser.close()
