@@ -10,29 +10,38 @@ WHEELS := $(wildcard /opt/wheels)
 PIP_FLAGS := $(if $(WHEELS),--find-links $(WHEELS),)
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: all setup sysdeps build wheelhouse lint test test-fast pytest check train lab clean ray
+.PHONY: all setup sysdeps testdeps build wheelhouse lint test test-fast pytest check train lab clean ray
 
 all: build
 
-# Debian packages the native build needs (headers only; runtimes ship with Debian), and
-# chromium, the headless browser of the league page's test (tests/test_league_page.py,
-# driven by pip's playwright with executable_path: no browser download). Without root a
-# missing chromium is named, not fatal: only that test skips, saying so.
+# Debian packages the native build needs (headers only; runtimes ship with Debian).
 sysdeps:
 	@missing=""; \
 	[ -f /usr/include/lz4frame.h ] || missing="$$missing liblz4-dev"; \
 	command -v cc >/dev/null || missing="$$missing gcc"; \
-	browser=""; command -v chromium >/dev/null || browser="chromium"; \
-	if [ "$$(id -u)" = 0 ] && [ -n "$$missing$$browser" ]; then \
-	  echo "installing Debian packages:$$missing $$browser"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing $$browser; \
-	elif [ -n "$$browser" ]; then \
-	  echo "missing Debian package: chromium (the league page's browser test skips without it)"; \
-	  echo "run: sudo apt-get update && sudo apt-get install -y chromium"; \
-	fi; \
-	if [ -n "$$missing" ] && [ "$$(id -u)" != 0 ]; then \
-	  echo "missing Debian packages:$$missing"; \
-	  echo "run: sudo apt-get update && sudo apt-get install -y$$missing"; exit 1; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "installing Debian packages:$$missing"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	  else \
+	    echo "missing Debian packages:$$missing"; \
+	    echo "run: sudo apt-get update && sudo apt-get install -y$$missing"; exit 1; \
+	  fi; \
+	fi
+
+# chromium, the headless browser of the league page's test (tests/test_league_page.py,
+# driven by pip's playwright with executable_path: no browser download); only the tests
+# need it, so `make train` and `make build` do not pull it in. Without root a missing
+# chromium is named, not fatal: only that test skips, saying so.
+testdeps:
+	@if ! command -v chromium >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "installing Debian packages: chromium"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
+	  else \
+	    echo "missing Debian package: chromium (the league page's browser test skips without it)"; \
+	    echo "run: sudo apt-get update && sudo apt-get install -y chromium"; \
+	  fi; \
 	fi
 
 $(STAMP): requirements.txt pyproject.toml
@@ -69,7 +78,7 @@ lint: setup
 check: build
 	$(MAKE) -C native check PYTHON=$(VPY)
 
-pytest: build wheelhouse
+pytest: build wheelhouse testdeps
 	BRAWLKIT_TEST_WHEELHOUSE=$(abspath $(WHEELHOUSE)) $(VPY) -m pytest -q tests
 
 # the unit tier only (no servers, no training, no notebooks): well under a minute
