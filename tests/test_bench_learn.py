@@ -183,3 +183,17 @@ c_eval_matches = 0
         assert res["start_pooled"][opp]["wins"] == start["wins"]
     assert "the clone each seed started from" in r.stdout
     assert (tmp_path / "out" / "s4" / "start_eval.json").is_file()
+
+
+def test_a_roles_steps_count_every_generation_across_a_reset(tmp_path: Path) -> None:
+    """An exploiter's reset starts a fresh model whose own ``steps`` restart at 0: the
+    benchmark's env steps are the sum of every generation's, not the last ``steps``."""
+    from brawlkit.bench.learn import _steps_of
+
+    run = tmp_path / "runs" / "league_exploiter" / "r"
+    run.mkdir(parents=True)
+    for gen, steps in enumerate([100, 200, 100]):  # gen 1 ends with a reset
+        (run / f"gen_{gen:04d}.zip").write_bytes(b"")
+        (run / f"gen_{gen:04d}.json").write_text(json.dumps(
+            {"steps": steps, "steps_this_generation": 100}))
+    assert _steps_of(tmp_path, "league_exploiter", tmp_path / "unused") == 300

@@ -248,9 +248,11 @@ def _newest_run(role_dir: Path) -> Path:
 
 
 def _steps_of(out: Path, role: str, main_dir: Path) -> int:
+    """Env steps the role played: the sum over its generations (an exploiter's reset
+    starts a fresh model whose own step count starts again at 0)."""
     run = main_dir if role == "main" else _newest_run(out / "runs" / role)
-    meta = json.loads(list_checkpoints(run)[-1][1].read_text())
-    return int(meta["steps"])
+    return sum(int(json.loads(p.read_text())["steps_this_generation"])
+               for _, p in list_checkpoints(run))
 
 
 def _shipped(run_dir: Path, pick: str) -> Path:
