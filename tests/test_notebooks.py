@@ -1,4 +1,8 @@
-"""Every notebook runs headless through papermill with tiny parameters."""
+"""The notebooks opened the ways a person opens them: under papermill from the repository
+root (tiny parameters), and in a kernel JupyterLab starts for ``make lab`` (working
+directory notebooks/, a live front end: the interactive panels, each control changed and
+the redrawn figure checked). "As in Colab" — a fresh environment, the notebook file
+alone — is tests/test_colab_bootstrap.py, which shares one fresh install."""
 
 from __future__ import annotations
 
@@ -151,6 +155,9 @@ def test_every_notebook_is_documented_pictured_and_run_by_a_test():
         pics = re.findall(r'<img src="([^"]+)"', row)
         assert all((ROOT / p).is_file() for p in pics), pics
         assert pics or "no plot" in row, f"{nb.name}: no picture of its main plot in the README"
+        from brawlkit.tools.colab_notebook import colab_url
+
+        assert colab_url(f"notebooks/{nb.name}") in row, f"{nb.name}: no Open-in-Colab link"
         assert nb.name in tests or f'"{nb.stem}"' in tests, f"no test runs {nb.name}"
         cells = nbformat.read(str(nb), as_version=4).cells
         assert all(c.get("id") for c in cells), f"{nb.name}: a cell without an id"
@@ -345,3 +352,64 @@ print(json.dumps(ui.figure_summary({panel}.fig)))
     assert all(a["legend"] == ["main"] for a in axes[:2])
     axes = change("spread", "roles", ("cpu",))
     assert all("no recorded policy statistics" in " ".join(a["texts"]) for a in axes[:2])
+
+
+# ------------------------------------------------------------------ set-up, paths, packaging
+def test_default_paths_resolve_from_the_repository_root(tmp_path, monkeypatch):
+    """The same ``runs/league`` from the repository root, notebooks/ (make lab) or anywhere."""
+    from brawlkit.common.paths import data_root, repo_root, resolve
+
+    monkeypatch.delenv("BRAWLKIT_DATA_DIR", raising=False)
+    for cwd in (ROOT, ROOT / "notebooks", tmp_path):
+        monkeypatch.chdir(cwd)
+        assert resolve("runs/league") == repo_root() / "runs" / "league" == ROOT / "runs" / "league"
+    assert resolve(str(tmp_path)) == tmp_path and resolve(None) is None and resolve("") is None
+    monkeypatch.setenv("BRAWLKIT_DATA_DIR", str(tmp_path))
+    assert data_root() == tmp_path and resolve("runs") == tmp_path / "runs"
+
+
+def test_pyproject_declares_what_requirements_pin():
+    """``pip install .`` gets the same pins as ``make build``: every requirement is a core
+    dependency or in an extra of pyproject.toml, at the same version, torch included."""
+    import re
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    declared = list(project["dependencies"])
+    for extra in project["optional-dependencies"].values():
+        declared += extra
+    pins = [ln.split("#")[0].strip() for ln in (ROOT / "requirements.txt").read_text().splitlines()]
+    pins = [p for p in pins if p]
+    norm = lambda s: re.sub(r"\[.*?\]", "", s).lower().replace("_", "-")  # noqa: E731
+    assert sorted(map(norm, declared)) == sorted(map(norm, pins))
+    assert "torch==2.13.0" in project["dependencies"]
+    assert not any(d.startswith(("fastapi", "pygame", "ray")) for d in project["dependencies"])
+
+
+def test_every_notebook_opens_with_the_setup_cell():
+    """The first code cell of each notebook is the one set-up cell (so a notebook opened
+    alone in Colab sets itself up), before any import of brawlkit."""
+    from brawlkit.tools.colab_notebook import NOTEBOOK, SETUP_CELL, other_notebooks, with_setup_cell
+
+    assert len(other_notebooks()) == len(list((ROOT / "notebooks").glob("*.ipynb"))) - 1
+    for name in other_notebooks():
+        text = (ROOT / name).read_text()
+        assert with_setup_cell(text) == text, (
+            f"{name}: its set-up cell is out of date: run `python -m brawlkit.tools.colab_notebook`")
+        code = [c for c in nbformat.reads(text, as_version=4).cells if c.cell_type == "code"]
+        assert code[0].source == SETUP_CELL
+        assert not any("from brawlkit" in c.source or "import brawlkit" in c.source
+                       for c in code[:2]), f"{name}: brawlkit imported before the set-up cell"
+    assert "def ensure(" in (ROOT / NOTEBOOK).read_text()  # the Colab notebook is the file
+
+
+def test_interactive_is_detected_not_flipped(monkeypatch):
+    """Outside a kernel (and so under papermill, whose kernels carry no front end's mark)
+    the plots are static; BRAWLKIT_INTERACTIVE and the parameter force either."""
+    from brawlkit.report import interactive as ui
+
+    monkeypatch.delenv("BRAWLKIT_INTERACTIVE", raising=False)
+    assert ui.live_kernel() is False and ui.want_interactive(None) is False
+    assert ui.want_interactive(True) is True
+    monkeypatch.setenv("BRAWLKIT_INTERACTIVE", "1")
+    assert ui.want_interactive(None) is True and ui.want_interactive(False) is False

@@ -28,8 +28,8 @@ _LIVE_ENV = ("JPY_SESSION_NAME",)  # set by jupyter_server (JupyterLab, Notebook
 
 def live_kernel() -> bool:
     """True in an IPython kernel a person is looking at: started by a Jupyter server
-    (JupyterLab, ``make lab``: ``JPY_SESSION_NAME``), by Colab (``google.colab``) or by
-    VS Code; False under papermill and in plain Python. ``BRAWLKIT_INTERACTIVE`` set to
+    (JupyterLab, ``make lab``: ``JPY_SESSION_NAME``) or by Colab (``google.colab``);
+    False under papermill, nbconvert and in plain Python. ``BRAWLKIT_INTERACTIVE`` set to
     ``0`` or ``1`` decides instead."""
     forced = os.environ.get("BRAWLKIT_INTERACTIVE", "").strip()
     if forced in ("0", "1"):
@@ -41,9 +41,9 @@ def live_kernel() -> bool:
     shell = get_ipython()
     if shell is None or not hasattr(shell, "kernel"):
         return False
-    if "google.colab" in sys.modules or any(os.environ.get(k) for k in _LIVE_ENV):
-        return True
-    return "VSCODE_PID" in os.environ or "VSCODE_CWD" in os.environ
+    # not VS Code's marks: its terminals carry them too, and papermill run from one would
+    # then draw widgets into a file; other front ends set BRAWLKIT_INTERACTIVE=1
+    return "google.colab" in sys.modules or any(os.environ.get(k) for k in _LIVE_ENV)
 
 
 def want_interactive(interactive: bool | None) -> bool:
