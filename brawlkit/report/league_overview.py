@@ -181,6 +181,7 @@ def plot_exploiter_modes(view: LeagueView, runs_root: str | Path, axes: Any = No
         ax.eventplot([gens], lineoffsets=i, colors=ROLE_COLOURS[role], linelengths=0.6)
     ax.set_yticks([0, 1], ["main_exploiter", "league_exploiter"], fontsize=TICK_SIZE)
     ax.set_ylim(-0.6, 1.6)
+    ax.set_xlim(-0.5, view.max_generation() + 0.5)  # the whole time line, not just the resets
     ax.set_xlabel("generation")
     generation_axis(ax)
     ax.set_title("resets (a new lineage)", fontsize=10)
