@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import time
 from pathlib import Path
 
@@ -63,6 +64,7 @@ def main_league(tmp_path_factory) -> dict:
 
 
 @pytest.mark.training
+@pytest.mark.timeout(1200)
 def test_train_role_main_registers_in_the_default_league_and_continues(main_league):
     from brawlkit.league.directory import LeagueDir
 
@@ -214,8 +216,18 @@ class LabKernels:
                                                    "kernel": {"name": "python3"}})
         kc = BlockingKernelClient(connection_file=str(self.runtime / f"kernel-{sess['kernel']['id']}.json"))
         kc.load_connection_file()
-        kc.start_channels()
-        kc.wait_for_ready(timeout=60)
+        # no heartbeat channel: on a loaded machine a late beat reads as a dead kernel
+        # (jupyter_client's wait_for_ready); a kernel_info reply is the proof it is up
+        kc.start_channels(hb=False)
+        deadline = time.monotonic() + 180
+        while True:
+            msg_id = kc.kernel_info()
+            try:
+                while kc.get_shell_msg(timeout=10)["parent_header"].get("msg_id") != msg_id:
+                    pass
+                break
+            except queue.Empty:
+                assert time.monotonic() < deadline, f"{notebook}: the kernel did not answer"
         self.clients.append(kc)
         return kc
 
@@ -268,6 +280,7 @@ def lab(main_league, tmp_path_factory):
 
 
 @pytest.mark.training
+@pytest.mark.timeout(1200)  # the Main league fixture trains twice first (~1 min on idle cores)
 def test_notebooks_run_with_their_defaults_in_a_make_lab_kernel(lab, main_league):
     """Opened from JupyterLab (kernel in notebooks/), each notebook's default paths are the
     repository's (here its data root): no runs/ appears under notebooks/, train_role
