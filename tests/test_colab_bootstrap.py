@@ -31,7 +31,8 @@ from typing import Any
 import pytest
 from helpers import ROOT, RegistryServer, add_agent
 
-pytestmark = [pytest.mark.training, pytest.mark.servers]
+#: pip installs and native builds: minutes on idle cores, many more on a loaded machine
+pytestmark = [pytest.mark.training, pytest.mark.servers, pytest.mark.timeout(1800)]
 
 WHEELHOUSE_ENV = "BRAWLKIT_TEST_WHEELHOUSE"
 TINY = ("--steps-per-generation 2048 --n-envs 2 --n-steps 256 --batch-size 128 --n-epochs 1 "

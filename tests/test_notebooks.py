@@ -211,6 +211,9 @@ class LabKernels:
     def open(self, notebook: str):
         from jupyter_client import BlockingKernelClient
 
+        for old in self._api("GET", "/api/sessions"):  # a fresh kernel, as "Restart Kernel"
+            if old["path"] == notebook:
+                self._api("DELETE", f"/api/sessions/{old['id']}")
         sess = self._api("POST", "/api/sessions", {"path": notebook, "name": notebook,
                                                    "type": "notebook",
                                                    "kernel": {"name": "python3"}})
