@@ -1,20 +1,32 @@
 """brawlkit on a Colab runtime (or any Linux box): paste this whole file into ONE
 Colab cell and run it, or run ``python colab_bootstrap.py``.
 
-It joins the shared league in the checkpoint registry (docs/registry.md):
+Two modes, chosen by ``REGISTRY_URL``:
+
+* **local only** (``REGISTRY_URL`` empty, the default): no registry, no secrets — a
+  league in this runtime's own directory (``WORKDIR/runs/league``), what a person who
+  just wants to try brawlkit runs;
+* **shared** (``REGISTRY_URL`` set): joins the league every location shares in the
+  checkpoint registry (docs/registry.md). It needs the registry's URL and an agent's
+  ``BRAWLKIT_AGENT_ID`` / ``BRAWLKIT_AGENT_SECRET`` with write scope — from the
+  environment or from Colab's secrets (the key icon on the left; grant this notebook
+  access), never from this file.
+
+Either way it:
 
 1. clones the repository (or updates the clone from an earlier run);
-2. installs and builds it (``make build``: Debian packages, the .venv, the native
-   binaries);
-3. authenticates against the registry with BRAWLKIT_AGENT_ID / BRAWLKIT_AGENT_SECRET
-   — from the environment or from Colab's secrets (the key icon on the left; grant
-   this notebook access), never from this file;
-4. trains the three roles concurrently for the time budget, each continuing its
-   newest checkpoint — this runtime's own or, on a fresh runtime, the registry's —
-   instead of starting again from generation zero, and pushing every generation and
-   its matches back;
-5. stops cleanly on the budget or on Colab's stop button (Ctrl-C here): the roles
-   finish, and whatever the registry has not received yet is pushed.
+2. installs it into this Python (``pip install -e WORKDIR[EXTRAS]``: the dependencies
+   ``pyproject.toml`` declares) and builds the native code (``make -C native``; as root
+   the Debian packages it needs are installed first);
+3. trains the roles concurrently for the time budget, each continuing its newest
+   checkpoint — this runtime's own or, in shared mode on a fresh runtime, the
+   registry's — instead of starting again from generation zero (shared mode pushes
+   every generation and its matches back);
+4. stops cleanly on the budget or on Colab's stop button (Ctrl-C here): the roles
+   finish (and, shared, whatever the registry has not received yet is pushed).
+
+The notebooks' first cell calls :func:`ensure` from this file: steps 1–2 only, and
+nothing at all where brawlkit is already importable.
 
 Settings are the constants just below; each can also be set by the environment
 variable named beside it (that is how the tests run this file).
@@ -32,9 +44,10 @@ from pathlib import Path
 
 # ------------------------------------------------------------------ settings
 #: the git URL of the brawlkit repository to train from (your fork or your team's)
-REPO_URL = os.environ.get("BRAWLKIT_REPO_URL", "")
+REPO_URL = os.environ.get("BRAWLKIT_REPO_URL", "https://github.com/brawlkit/brawlkit.git")
 BRANCH = os.environ.get("BRAWLKIT_BRANCH", "main")
-#: the registry every location shares, e.g. "https://registry.example.org"
+#: the registry every location shares, e.g. "https://registry.example.org"; empty: the
+#: local-only mode (a league in WORKDIR/runs/league, no registry, no secrets)
 REGISTRY_URL = os.environ.get("BRAWLKIT_REGISTRY_URL", "")
 #: the roles this runtime trains, concurrently
 ROLES = os.environ.get("BRAWLKIT_ROLES", "main,main_exploiter,league_exploiter").split(",")
@@ -47,6 +60,9 @@ WORKDIR = os.environ.get("BRAWLKIT_WORKDIR", "/content/brawlkit" if Path("/conte
 TRAIN_ARGS = os.environ.get("BRAWLKIT_TRAIN_ARGS", "--steps-per-generation 100000")
 #: this runtime's name in the registry (default: the host name)
 LOCATION = os.environ.get("BRAWLKIT_LOCATION", "")
+#: the optional parts pip installs beside the core (pyproject.toml's extras:
+#: registry, client, ray, lab, dev)
+EXTRAS = os.environ.get("BRAWLKIT_EXTRAS", "")
 
 
 # ------------------------------------------------------------------ the steps
@@ -81,36 +97,92 @@ def credentials() -> None:
                              "add-agent NAME --scope write` on the registry's host prints one")
 
 
-def checkout() -> Path:
+def checkout(workdir: str | None = None) -> Path:
     """Clone the repository, or bring an earlier clone up to date (fast-forward only:
     local changes are never thrown away)."""
-    work = Path(WORKDIR)
+    work = Path(workdir or WORKDIR)
     if (work / ".git").is_dir():
         sh(["git", "-C", str(work), "fetch", "--quiet", "origin", BRANCH])
         sh(["git", "-C", str(work), "checkout", "--quiet", BRANCH])
         sh(["git", "-C", str(work), "merge", "--ff-only", "--quiet", f"origin/{BRANCH}"])
     else:
-        if not REPO_URL:
-            raise SystemExit("colab_bootstrap: set REPO_URL at the top of this file (or "
-                             "BRAWLKIT_REPO_URL): the git URL of the brawlkit repository")
         work.parent.mkdir(parents=True, exist_ok=True)
         sh(["git", "clone", "--quiet", "--branch", BRANCH, REPO_URL, str(work)])
     return work
 
 
+def install(work: Path) -> None:
+    """Install the clone into this Python and build its native code.
+
+    Editable (``-e``): the package then finds its checkout (``repo_root()``: the
+    native build, ``runs/``) from wherever a notebook's kernel was started. Into
+    ``sys.executable``, not a venv: on Colab the kernel's Python is the one a notebook
+    imports from. ``PIP_*`` variables (an index, ``PIP_FIND_LINKS``) pass through."""
+    if os.geteuid() == 0:  # Colab runs as root: Debian's liblz4-dev for the native build
+        sh(["make", "-s", "sysdeps"], cwd=str(work))
+    if EXTRAS or not _installed_from(work):  # a rerun in the same runtime skips pip
+        spec = f"{work}[{EXTRAS}]" if EXTRAS else str(work)
+        sh([sys.executable, "-m", "pip", "install", "-q", "-e", spec])
+    sh(["make", "-C", "native", f"PYTHON={sys.executable}"], cwd=str(work))
+    if str(work) not in sys.path:  # a running kernel does not reread site-packages' .pth
+        sys.path.insert(0, str(work))
+    import importlib
+
+    importlib.invalidate_caches()
+
+
+def _installed_from(work: Path) -> bool:
+    """Whether this Python has brawlkit installed (pip's record, not a path that happens
+    to hold it) as an editable install of ``work``. A changed pyproject.toml between
+    runs is not noticed: set EXTRAS (or pip install -e again) after such an update."""
+    try:
+        from importlib.metadata import PackageNotFoundError, distribution
+
+        dist = distribution("brawlkit")
+    except (ImportError, PackageNotFoundError):
+        return False
+    import json
+
+    try:
+        url = json.loads(dist.read_text("direct_url.json") or "{}").get("url", "")
+    except ValueError:
+        return False
+    return bool(url) and url == Path(work).resolve().as_uri()
+
+
+def ensure(workdir: str | None = None) -> Path | None:
+    """What a notebook's first cell runs: where brawlkit is not importable, clone (or
+    update) the repository, install it and build it, so the next cell's imports work;
+    where it is importable (``make lab``, a checkout's .venv), nothing. Returns the
+    clone, or None when nothing was done."""
+    import importlib.util
+
+    if importlib.util.find_spec("brawlkit") is not None:
+        return None
+    work = checkout(workdir)
+    install(work)
+    say(f"brawlkit installed from {work}; continuing")
+    return work
+
+
 def train(work: Path) -> int:
-    """The three roles for the budget against the registry; Ctrl-C stops them cleanly."""
-    py = str(work / ".venv" / "bin" / "python")
+    """The roles for the budget — against the registry in shared mode, in the runtime's
+    own league directory in local-only mode; Ctrl-C stops them cleanly."""
+    py = sys.executable
     league, runs = str(work / "runs" / "league"), str(work / "runs")
-    sh([py, "-m", "brawlkit", "registry", "list", "--url", REGISTRY_URL])  # token works
+    shared = bool(REGISTRY_URL)
     location = ["--location", LOCATION] if LOCATION else []
+    registry = ["--registry", REGISTRY_URL, *location] if shared else []
+    if shared:
+        sh([py, "-m", "brawlkit", "registry", "list", "--url", REGISTRY_URL])  # token works
     cmd = [py, "-m", "brawlkit", "league", "run", "--league-dir", league, "--runs-root", runs,
-           "--roles", ",".join(ROLES), "--",
-           "--registry", REGISTRY_URL, *location, "--resume-or-new",
+           "--roles", ",".join(ROLES), "--", *registry, "--resume-or-new",
            "--time-budget", str(TIME_BUDGET_MIN), "--generations", "100000",
            *shlex.split(TRAIN_ARGS)]
-    say(f"training {', '.join(ROLES)} for {TIME_BUDGET_MIN:g} min; stop with Colab's stop "
-        "button (Ctrl-C)")
+    say(f"training {', '.join(ROLES)} for {TIME_BUDGET_MIN:g} min "
+        + (f"in the shared league at {REGISTRY_URL}" if shared else
+           f"in a local league ({league}; no registry)")
+        + "; stop with Colab's stop button (Ctrl-C)")
     say("$ " + " ".join(shlex.quote(c) for c in cmd))
     proc = subprocess.Popen(cmd, cwd=str(work))
     try:
@@ -119,20 +191,25 @@ def train(work: Path) -> int:
         say("stopping the roles ...")
         proc.send_signal(signal.SIGINT)
         code = proc.wait()
-    say("pushing anything the registry has not received yet")
-    sh([py, "-m", "brawlkit", "registry", "push", "--url", REGISTRY_URL, "--league-dir", league,
-        *location])
-    sh([py, "-m", "brawlkit", "registry", "ratings", "--url", REGISTRY_URL])
+    if shared:
+        say("pushing anything the registry has not received yet")
+        sh([py, "-m", "brawlkit", "registry", "push", "--url", REGISTRY_URL, "--league-dir",
+            league, *location])
+        sh([py, "-m", "brawlkit", "registry", "ratings", "--url", REGISTRY_URL])
+    else:
+        sh([py, "-m", "brawlkit", "elo", "--league-dir", league])
     return code
 
 
 def main() -> int:
-    if not REGISTRY_URL:
-        raise SystemExit("colab_bootstrap: set REGISTRY_URL at the top of this file (or "
-                         "BRAWLKIT_REGISTRY_URL): the league's checkpoint registry")
-    credentials()
+    if REGISTRY_URL:
+        credentials()
+    else:
+        say("local-only mode: a league in this runtime's directory, no registry. For the "
+            "shared league set REGISTRY_URL (BRAWLKIT_REGISTRY_URL) and add "
+            "BRAWLKIT_AGENT_ID / BRAWLKIT_AGENT_SECRET (write scope) to Colab's secrets")
     work = checkout()
-    sh(["make", "build"], cwd=str(work))
+    install(work)
     return train(work)
 
 

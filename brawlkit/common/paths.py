@@ -23,6 +23,28 @@ def repo_root() -> Path:
     return Path(__file__).resolve().parents[2]
 
 
+def data_root() -> Path:
+    """Where a notebook's relative default paths (``runs/league``, ``runs``, ...) live:
+    ``BRAWLKIT_DATA_DIR`` if set, else the checkout root.
+
+    Why not the working directory: the same notebook runs under papermill from the
+    repository root, in a JupyterLab kernel started by ``make lab`` (cwd ``notebooks/``)
+    and on Colab (cwd ``/content``); resolving from the package makes ``runs/league``
+    the same directory in all three, the one ``make train`` writes.
+    """
+    env = os.environ.get("BRAWLKIT_DATA_DIR")
+    return Path(env).expanduser().resolve() if env else repo_root()
+
+
+def resolve(path: str | os.PathLike[str] | None) -> Path | None:
+    """``path`` as an absolute path: relative ones under :func:`data_root` (``~``
+    expanded); ``None`` and ``""`` stay ``None`` (a notebook's "use the default")."""
+    if path is None or str(path) == "":
+        return None
+    p = Path(path).expanduser()
+    return p if p.is_absolute() else data_root() / p
+
+
 def native_dir() -> Path:
     return repo_root() / "native"
 

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from brawlkit.league.records import Member
+from brawlkit.report.axes import LEGEND_SIZE, TICK_SIZE, empty, generation_axis, steps_axis
 from brawlkit.report.league_plots import ROLE_COLOURS, LeagueView, _ax
 
 #: opponent groups of the PFSP-draws plot, in stacking order
@@ -71,16 +72,21 @@ def plot_pfsp_draws(view: LeagueView, axes: Any = None,
         axes = axes[0]
     for ax, role in zip(axes, roles, strict=True):
         gens, share = opponent_draws(view, role)
+        ax.tick_params(labelsize=TICK_SIZE)
         if not gens:
-            ax.text(0.5, 0.5, "no training matches", ha="center", transform=ax.transAxes)
-        else:
+            empty(ax, f"no training matches of {role} yet")
+        else:  # stacked bars: readable from a single generation on
             groups = [g for g in GROUPS if share[g].any()]
-            ax.stackplot(gens, *[share[g] for g in groups], labels=groups,
-                         colors=[GROUP_COLOURS[g] for g in groups], alpha=0.8)
+            bottom = np.zeros(len(gens))
+            for g in groups:
+                ax.bar(gens, share[g], bottom=bottom, color=GROUP_COLOURS[g], label=g,
+                       width=0.8, alpha=0.85)
+                bottom += share[g]
             ax.set_ylim(0, 1)
-            ax.legend(fontsize=6, loc="upper left")
-        ax.set_title(f"{role}: opponents drawn", fontsize=9)
+            ax.legend(fontsize=LEGEND_SIZE, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+        ax.set_title(f"{role}: opponents drawn, by kind", fontsize=10)
         ax.set_xlabel("generation")
+        generation_axis(ax)
     axes[0].set_ylabel("share of training games")
     return axes
 
@@ -160,19 +166,27 @@ def plot_exploiter_modes(view: LeagueView, runs_root: str | Path, axes: Any = No
             ax.plot(x, y, color=colour, lw=1, label=key.rsplit("/", 1)[-1])
     ax.set_ylim(-0.05, 1.05)
     ax.set_xlabel("main exploiter's env steps")
+    steps_axis(ax)
     ax.set_ylabel("share of episodes")
-    ax.set_title("main exploiter: target (Main) vs fallback (Main's history)", fontsize=9)
+    ax.set_title("main exploiter: target (Main) vs fallback (Main's history)", fontsize=10)
     if rows:
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=LEGEND_SIZE)
     else:
-        ax.text(0.5, 0.5, "no progress.csv", ha="center", transform=ax.transAxes)
+        empty(ax, f"no progress.csv of main_exploiter under {runs_root}")
     ax = axes[1]
+    any_reset = False
     for i, role in enumerate(("main_exploiter", "league_exploiter")):
         gens = resets(view.members, role)
+        any_reset |= bool(gens)
         ax.eventplot([gens], lineoffsets=i, colors=ROLE_COLOURS[role], linelengths=0.6)
-    ax.set_yticks([0, 1], ["main_exploiter", "league_exploiter"])
+    ax.set_yticks([0, 1], ["main_exploiter", "league_exploiter"], fontsize=TICK_SIZE)
+    ax.set_ylim(-0.6, 1.6)
+    ax.set_xlim(-0.5, view.max_generation() + 0.5)  # the whole time line, not just the resets
     ax.set_xlabel("generation")
-    ax.set_title("resets (a new lineage)", fontsize=9)
+    generation_axis(ax)
+    ax.set_title("resets (a new lineage)", fontsize=10)
+    if not any_reset:
+        empty(ax, "no resets yet")
     return axes
 
 
@@ -198,11 +212,13 @@ def plot_entropy_and_spam(runs_root: str | Path, axes: Any = None,
             axes[1].plot(x, y, color=colour, lw=1, label=role)
     for ax, title in zip(axes, ("entropy", "spam fraction"), strict=True):
         ax.set_xlabel("env steps of the role")
-        ax.set_title(f"{title} per role", fontsize=9)
+        steps_axis(ax)
+        ax.tick_params(labelsize=TICK_SIZE)
+        ax.set_title(f"{title} per role", fontsize=10)
         if shown:
-            ax.legend(fontsize=7)
+            ax.legend(fontsize=LEGEND_SIZE)
         else:
-            ax.text(0.5, 0.5, "no progress.csv", ha="center", transform=ax.transAxes)
+            empty(ax, f"no progress.csv under {runs_root}")
     return axes
 
 
@@ -214,18 +230,18 @@ def plot_ratings_by_kind(entries: Sequence[dict[str, Any]], ax: Any = None, top:
     rows = sorted((e for e in entries if e.get("games", 0)), key=lambda e: -float(e["rating"]))[:top]
     ax = _ax(ax, (10, max(3.0, 0.22 * len(rows) + 1)))
     if not rows:
-        ax.text(0.5, 0.5, "no rated games yet", ha="center", transform=ax.transAxes)
+        empty(ax, "no rated games yet")
         return ax
     y = np.arange(len(rows))[::-1]
     kinds = [str(e.get("kind", "bot")) for e in rows]
     ax.barh(y, [float(e["rating"]) for e in rows], color=[colours.get(k, "tab:purple") for k in kinds])
-    ax.set_yticks(y, [str(e["id"]) for e in rows], fontsize=6)
+    ax.set_yticks(y, [str(e["id"]) for e in rows], fontsize=TICK_SIZE if len(rows) <= 25 else 7)
     lo = min(float(e["rating"]) for e in rows)
     ax.set_xlim(left=max(0.0, lo - 100))
     from matplotlib.patches import Patch
 
     ax.legend(handles=[Patch(color=c, label=k) for k, c in colours.items() if k in kinds],
-              fontsize=7, loc="lower right")
+              fontsize=LEGEND_SIZE, loc="lower right")
     ax.set_xlabel("Elo")
     ax.set_title("ratings of bots and humans (one scale)")
     return ax

@@ -14,6 +14,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from brawlkit.report.axes import LEGEND_SIZE, TICK_SIZE, empty, steps_axis
+
 STEP = "time/total_timesteps"
 
 
@@ -63,11 +65,12 @@ def _ax(ax: Any) -> Any:
         import matplotlib.pyplot as plt
 
         _, ax = plt.subplots(figsize=(6, 3.5))
+    ax.tick_params(labelsize=TICK_SIZE)
     return ax
 
 
 def _empty(ax: Any, what: str) -> None:
-    ax.text(0.5, 0.5, f"no {what} logged yet", ha="center", va="center", transform=ax.transAxes)
+    empty(ax, f"no {what} logged yet")
 
 
 def plot_entropy_std(df: pd.DataFrame, ax: Any = None) -> Any:
@@ -80,8 +83,10 @@ def plot_entropy_std(df: pd.DataFrame, ax: Any = None) -> Any:
         return ax
     ax.plot(x, -ent, label="entropy", color="tab:blue")
     ax.set_xlabel("env steps")
+    steps_axis(ax)
     ax.set_ylabel("entropy", color="tab:blue")
     ax2 = ax.twinx()
+    ax2.tick_params(labelsize=TICK_SIZE)
     ax2.plot(xs, std, label="action std", color="tab:orange")
     ax2.set_ylabel("action std", color="tab:orange")
     ax.set_title("entropy and action std")
@@ -90,23 +95,48 @@ def plot_entropy_std(df: pd.DataFrame, ax: Any = None) -> Any:
 
 def plot_reward_tiers(df: pd.DataFrame, ax: Any = None, smooth: int = 20) -> Any:
     """Mean per-episode reward of every tier (``reward/<tier>``), rolling mean over
-    ``smooth`` logged points (each rollout logs the few episodes that ended in it)."""
-    ax = _ax(ax)
+    ``smooth`` logged points (each rollout logs the few episodes that ended in it).
+
+    One small panel per tier, each on its own y scale: the outcome tier is tens of
+    times the shaping tiers, and on one shared axis it flattens them into a line.
+    ``ax`` (one Axes) is split into the panels; returns the list of panels."""
+    import matplotlib.pyplot as plt
+
     keys = [c for c in df.columns if c.startswith("reward/")]
-    for k in keys:
+    if not keys:
+        ax = _ax(ax)
+        _empty(ax, "reward/<tier>")
+        ax.set_title("reward by tier")
+        return [ax]
+    ncols = min(3, len(keys))
+    nrows = -(-len(keys) // ncols)
+    if ax is None:
+        fig = plt.figure(figsize=(4 * ncols, 2.4 * nrows + 0.4))
+        grid = fig.add_gridspec(nrows, ncols)
+    else:
+        fig = ax.figure
+        grid = ax.get_subplotspec().subgridspec(nrows, ncols, hspace=0.9, wspace=0.35)
+        ax.remove()
+    panels = []
+    for i, k in enumerate(keys):
+        pax = fig.add_subplot(grid[i // ncols, i % ncols])
+        pax.tick_params(labelsize=TICK_SIZE - 1)
         x, y = _series(df, k)
         if len(x):
             y = pd.Series(y).rolling(max(1, min(smooth, len(y) // 3 or 1)), min_periods=1).mean()
-            ax.plot(x, y.to_numpy(), label=k.split("/", 1)[1])
-    if not keys:
-        _empty(ax, "reward/<tier>")
-    else:
-        ax.axhline(0, color="grey", lw=0.5)
-        ax.legend(fontsize=8)
-    ax.set_xlabel("env steps")
-    ax.set_ylabel("reward per episode")
-    ax.set_title("reward by tier")
-    return ax
+            pax.plot(x, y.to_numpy(), color=f"C{i}")
+            lo, hi = float(np.nanmin(y)), float(np.nanmax(y))
+            if lo <= 0 <= hi:
+                pax.axhline(0, color="grey", lw=0.5)
+        else:
+            _empty(pax, k)
+        steps_axis(pax)
+        pax.set_title(k.split("/", 1)[1], fontsize=9)
+        panels.append(pax)
+    if ax is None:
+        fig.suptitle("reward per episode, by tier (each on its own scale)", fontsize=10)
+        fig.tight_layout()
+    return panels
 
 
 def plot_win_rates(evals: pd.DataFrame, ax: Any = None) -> Any:
@@ -124,10 +154,11 @@ def plot_win_rates(evals: pd.DataFrame, ax: Any = None) -> Any:
     if not cols:
         _empty(ax, "evaluation")
     else:
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=LEGEND_SIZE)
     ax.axhline(0.8, color="grey", ls=":", lw=1)
     ax.set_ylim(-0.05, 1.05)
     ax.set_xlabel("env steps")
+    steps_axis(ax)
     ax.set_ylabel("win rate")
     ax.set_title("win rate by CPU level (per generation)")
     return ax
@@ -147,9 +178,10 @@ def plot_spam(df: pd.DataFrame, evals: pd.DataFrame | None = None, ax: Any = Non
     if not len(x) and (evals is None or not len(evals)):
         _empty(ax, "play/spam_fraction")
     else:
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=LEGEND_SIZE)
     ax.set_ylim(0, 1.05)
     ax.set_xlabel("env steps")
+    steps_axis(ax)
     ax.set_ylabel("spam fraction")
     ax.set_title("one-move spam")
     return ax
