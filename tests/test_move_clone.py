@@ -86,3 +86,4 @@ def test_policy_train_with_clone_logs_rounds_and_both_starting_points(tmp_path: 
     summary = last_json(r.stdout)
     assert summary["cloned_win_rate"] == lines[3]["eval_win_rate"]
     assert summary["untrained_win_rate"] == lines[0]["eval_win_rate"]
+    assert (out / "policy_clone.pt").is_file()  # the cloned weights, before any RL

@@ -9,7 +9,8 @@ policy as it plays (sampled), on the same seeds each time, so the curve of
 ``win_rate`` from the untrained value up is paired.
 
 Written to ``--out DIR``: ``metrics.jsonl`` (one line per batch and per evaluation),
-``policy.pt`` (the newest weights; ``policy_NNNN.pt`` at each evaluation),
+``policy.pt`` (the newest weights; ``policy_NNNN.pt`` at each evaluation;
+``policy_clone.pt`` after a supervised start),
 ``rollouts/batch_NNNNN.jsonl`` with ``--export`` (one row per move), and
 ``summary.json`` at the end.  docs/move_training.md documents every flag and file.
 """
@@ -250,6 +251,7 @@ def train(opts: MoveTrainOptions) -> dict[str, Any]:
                 _clone(st, opts, runner, log, t0)
                 evals.append({**_evaluate(runner, opts, opts.eval_fights, st.sink, 0, t0), "cloned": True})
                 _log(log, evals[-1])
+                policy.save(out / "policy_clone.pt", {"batch": 0, "cloned": True})
             b, last_eval = 0, time.monotonic()
             while not _done(opts, b, t0, runner):
                 specs = [FightSpec(seed=int(rng.integers(2**31)), opponent=st.curriculum.sample(),
