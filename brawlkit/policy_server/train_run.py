@@ -8,6 +8,12 @@ seconds it plays ``eval_fights`` fights against ``eval_vs`` (``cpu:1``) with the
 policy as it plays (sampled), on the same seeds each time, so the curve of
 ``win_rate`` from the untrained value up is paired.
 
+With ``clone_fights`` > 0 the RL loop starts from a supervised start
+(:mod:`brawlkit.policy_server.clone`: the example's scripted player cloned, then DAgger
+rounds), evaluated both before it (random weights) and after it (``cloned: true``), so
+a run never reports the clone's rise as RL's.  ``cpu_minutes`` bounds a run by the CPU
+it used, the budget that means the same on a loaded machine.
+
 Written to ``--out DIR``: ``metrics.jsonl`` (one line per batch and per evaluation),
 ``policy.pt`` (the newest weights; ``policy_NNNN.pt`` at each evaluation;
 ``policy_clone.pt`` after a supervised start),
