@@ -50,6 +50,7 @@ def test_teacher_approaches_attacks_recovers_and_keeps_to_the_available_moves() 
 
 
 def test_fit_learns_a_labelling_of_prompts() -> None:
+    torch.set_num_threads(1)  # a tiny net: more threads only spin on a shared machine
     torch.manual_seed(0)
     pol = TextPolicy(TextPolicyConfig(), seed=3)
     texts = ["you: x -60 y 0, ground\nopponent: far 100 right 0 up", "you: x 60 y 0, ground\nopponent: far 100 left 0 up",
@@ -58,9 +59,11 @@ def test_fit_learns_a_labelling_of_prompts() -> None:
     prompts = [pol.encode_prompt(t) for t in texts] * 20
     responses = [encode_response(pol, n) for n in labels] * 20
     opt = torch.optim.Adam(pol.net.parameters(), lr=1e-2)
-    before = fit(pol, opt, prompts, responses, epochs=0, minibatch=16)["clone_acc"]
+    with torch.no_grad():  # untrained: about 1/19 on each label, far from "more than half"
+        before, _ = pol.logprobs(torch.tensor(prompts), torch.tensor(responses))
     stats = fit(pol, opt, prompts, responses, epochs=30, minibatch=16)
-    assert before < 0.5 and stats["clone_acc"] == 1.0 and stats["clone_loss"] < 0.1
+    assert float(before.exp().max()) < 0.5
+    assert stats["clone_acc"] == 1.0 and stats["clone_loss"] < 0.1
     for text, name in zip(texts, labels, strict=True):
         toks, _ = pol.sample(pol.encode_prompt(text), greedy=True)
         assert pol.response_text(toks) == name
