@@ -8,8 +8,15 @@ seconds it plays ``eval_fights`` fights against ``eval_vs`` (``cpu:1``) with the
 policy as it plays (sampled), on the same seeds each time, so the curve of
 ``win_rate`` from the untrained value up is paired.
 
+With ``clone_fights`` > 0 the RL loop starts from a supervised start
+(:mod:`brawlkit.policy_server.clone`: the example's scripted player cloned, then DAgger
+rounds), evaluated both before it (random weights) and after it (``cloned: true``), so
+a run never reports the clone's rise as RL's.  ``cpu_minutes`` bounds a run by the CPU
+it used, the budget that means the same on a loaded machine.
+
 Written to ``--out DIR``: ``metrics.jsonl`` (one line per batch and per evaluation),
-``policy.pt`` (the newest weights; ``policy_NNNN.pt`` at each evaluation),
+``policy.pt`` (the newest weights; ``policy_NNNN.pt`` at each evaluation;
+``policy_clone.pt`` after a supervised start),
 ``rollouts/batch_NNNNN.jsonl`` with ``--export`` (one row per move), and
 ``summary.json`` at the end.  docs/move_training.md documents every flag and file.
 """
@@ -53,6 +60,7 @@ class MoveTrainOptions:
     out: str = "runs/move"
     seed: int = 1
     minutes: float = 30.0
+    cpu_minutes: float | None = None
     batches: int | None = None
     fights_per_batch: int = 6
     workers: int = 2
@@ -79,6 +87,11 @@ class MoveTrainOptions:
     league_dir: str | None = None
     registry: str | None = None
     member: str | None = None
+    clone_fights: int = 0
+    clone_rounds: int = 1
+    clone_epochs: int = 8
+    clone_lr: float = 1e-2
+    clone_vs: str = "cpu:1,cpu:2,cpu:3"
     progress: bool = True
     reward: MoveRewardWeights = field(default_factory=MoveRewardWeights)
 
@@ -170,10 +183,48 @@ def _log(f: Any, line: dict[str, Any]) -> None:
     f.flush()
 
 
-def _done(opts: MoveTrainOptions, b: int, t0: float) -> bool:
+def _done(opts: MoveTrainOptions, b: int, t0: float, runner: RolloutRunner) -> bool:
+    """The batch count, the wall-clock minutes, or the CPU minutes (the budget that
+    means the same on a loaded machine: ``cpu_minutes``) is spent."""
     if opts.batches is not None and b >= opts.batches:
         return True
+    if opts.cpu_minutes is not None and _cpu(runner) >= opts.cpu_minutes * 60:
+        return True
     return time.monotonic() - t0 >= opts.minutes * 60
+
+
+def _clone(st: _State, opts: MoveTrainOptions, runner: RolloutRunner, log: Any, t0: float) -> None:
+    """The supervised start (:mod:`brawlkit.policy_server.clone`): the scripted teacher,
+    served as a real endpoint, plays ``clone_fights`` fights through the same workers;
+    the policy is fitted to its moves; then ``clone_rounds`` DAgger rounds (the policy
+    plays, the teacher labels the states it reached, fit again).  One ``kind: clone``
+    metrics line per round, with ``cpu_s`` (the budget counts all of it)."""
+    from brawlkit.policy_server.clone import ScriptedTeacher, clone_pairs, fit
+
+    teacher = ScriptedTeacher(seed=opts.seed, decision_ticks=opts.decision_ticks)
+    served = ServedPolicy(teacher, "scripted-teacher")
+    levels = [v.strip() for v in opts.clone_vs.split(",") if v.strip()]
+    rng = np.random.default_rng(opts.seed + 7919)
+    opt = torch.optim.Adam(st.policy.net.parameters(), lr=opts.clone_lr)
+    prompts: list[list[int]] = []
+    responses: list[list[int]] = []
+    try:
+        for rnd in range(1 + opts.clone_rounds):
+            specs = [FightSpec(seed=int(rng.integers(2**31)), opponent=levels[i % len(levels)],
+                               endpoint=served.url if rnd == 0 else None, max_ticks=opts.max_ticks)
+                     for i in range(opts.clone_fights)]
+            results = runner.run(specs, desc=f"clone round {rnd}")
+            ok = [r for r in results if r.ok]
+            p, r = clone_pairs(st.policy, ok, teacher if rnd else None)
+            prompts += p
+            responses += r
+            stats = fit(st.policy, opt, prompts, responses, epochs=opts.clone_epochs,
+                        minibatch=128, seed=opts.seed + rnd)
+            _log(log, {"kind": "clone", "round": rnd, "player": "teacher" if rnd == 0 else "policy",
+                       "time_s": round(time.monotonic() - t0, 1), "cpu_s": _cpu(runner),
+                       **batch_metrics(results, [[0.0] * len(f.steps) for f in ok]), **stats})
+    finally:
+        served.close()
 
 
 def train(opts: MoveTrainOptions) -> dict[str, Any]:
@@ -202,8 +253,13 @@ def train(opts: MoveTrainOptions) -> dict[str, Any]:
         try:
             evals.append(_evaluate(runner, opts, opts.eval_fights, st.sink, 0, t0))
             _log(log, evals[-1])
+            if opts.clone_fights:
+                _clone(st, opts, runner, log, t0)
+                evals.append({**_evaluate(runner, opts, opts.eval_fights, st.sink, 0, t0), "cloned": True})
+                _log(log, evals[-1])
+                policy.save(out / "policy_clone.pt", {"batch": 0, "cloned": True})
             b, last_eval = 0, time.monotonic()
-            while not _done(opts, b, t0):
+            while not _done(opts, b, t0, runner):
                 specs = [FightSpec(seed=int(rng.integers(2**31)), opponent=st.curriculum.sample(),
                                    max_ticks=opts.max_ticks) for _ in range(opts.fights_per_batch)]
                 line = _learn(st, opts, runner.run(specs, desc=f"batch {b}"), b, out)
@@ -247,6 +303,7 @@ def _summary(out: Path, opts: MoveTrainOptions, evals: list[dict[str, Any]], bat
                "minutes": round((time.monotonic() - t0) / 60, 2),
                "cpu_minutes": round(evals[-1]["cpu_s"] / 60, 2),
                "untrained_win_rate": evals[0]["eval_win_rate"],
+               "cloned_win_rate": next((e["eval_win_rate"] for e in evals if e.get("cloned")), None),
                "final_win_rate": evals[-1]["eval_win_rate"], "eval_vs": opts.eval_vs,
                "best_win_rate": max(e["eval_win_rate"] for e in evals),
                "first_at_0.7": first_07 and {k: first_07[k] for k in ("batch", "time_s", "cpu_s")},
@@ -281,10 +338,10 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--out", default=d.out, help=f"run directory (default {d.out})")
     for name in ("seed", "batches", "fights_per_batch", "workers", "decision_ticks",
                  "reaction_frames", "epochs", "minibatch", "curriculum_k", "eval_fights", "final_eval_fights",
-                 "max_ticks"):
+                 "max_ticks", "clone_fights", "clone_rounds", "clone_epochs"):
         ap.add_argument("--" + name.replace("_", "-"), type=int, default=getattr(d, name),
                         help=f"(default {getattr(d, name)})")
-    for name in ("minutes", "lr", "entropy_coef", "clip", "temperature", "baseline_decay",
+    for name in ("minutes", "lr", "clone_lr", "entropy_coef", "clip", "temperature", "baseline_decay",
                  "curriculum_floor", "eval_every_s", "fight_timeout_s"):
         ap.add_argument("--" + name.replace("_", "-"), type=float, default=getattr(d, name),
                         help=f"(default {getattr(d, name)})")
@@ -294,6 +351,11 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--response", choices=("names", "pieces"), default=d.response,
                     help="the text policy's response vocabulary: one move-name token, or the name "
                          f"spelled in pieces (default {d.response}; docs/move_training.md)")
+    ap.add_argument("--cpu-minutes", type=float, default=None,
+                    help="stop once the run used this many CPU minutes (trainer, endpoint, workers, "
+                         "servers; the budget that means the same on a loaded machine)")
+    ap.add_argument("--clone-vs", default=d.clone_vs,
+                    help=f"opponents of the clone rounds' fights, cycled (default {d.clone_vs})")
     ap.add_argument("--eval-vs", default=d.eval_vs, help=f"opponent of the evaluations ({d.eval_vs})")
     ap.add_argument("--reward", default="", metavar="FIELD=VALUE,...",
                     help="override the per-move reward's weights (MoveRewardWeights: half_life_frames, "
