@@ -78,7 +78,7 @@ def test_notebook_parameters_are_config_fields():
     ns: dict = {}
     exec(cell.source, ns)  # noqa: S102 - our own notebook's literal assignments
     params = {k: v for k, v in ns.items() if not k.startswith("__")}
-    notebook_only = {"config", "run_dir", "progress", "league_dir"}
+    notebook_only = {"config", "run_dir", "progress", "league_dir", "runs_root", "resume"}
     assert set(params) - notebook_only <= set(config_fields())
     for k in set(params) - notebook_only:
         assert params[k] is None or (k == "role" and params[k] == TrainConfig().role), k
