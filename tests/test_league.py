@@ -198,7 +198,9 @@ def test_ctrl_c_stops_the_league_cleanly(tmp_path):
     pool = LeagueDir(league, create=False)
     assert all(pool.blob_path(m).is_file() for m in pool.members() if not m.permanent)
     assert not list((league / "members").glob(".*")), "a half-written record was left"
-    time.sleep(0.5)
+    deadline = time.monotonic() + 5
+    while _servers() - before and time.monotonic() < deadline:  # PDEATHSIG: servers follow
+        time.sleep(0.1)
     assert not (_servers() - before), "orphan game servers"
     assert json.loads(json.dumps([m.to_json() for m in pool.members()]))
 
