@@ -204,32 +204,32 @@ def strength_panel(view: LeagueView, roles: Sequence[str], interactive: bool | N
                  "Strength per generation")
 
 
+def _members_panel(view: LeagueView, roles: Sequence[str], interactive: bool | None,
+                   plot: Any, title: str) -> Panel:
+    """A league plot of members with the roles, members and generations controls (the
+    Bradley–Terry and payoff panels differ only in the plot and the title)."""
+
+    def draw(roles: Any = None, members: Any = None, generations: Any = None) -> Any:
+        return _fig(plot(view, roles=roles, members=members,
+                         generations=_gens(view, generations)))
+
+    return Panel(draw, {"roles": list(roles)},
+                 lambda: {"roles": _roles_control(view, roles), "members": _members_control(view),
+                          "generations": _generations_control(view)}, interactive, title)
+
+
 def bt_panel(view: LeagueView, roles: Sequence[str], interactive: bool | None = None) -> Panel:
     """Bradley–Terry with intervals beside Elo; controls: roles, members, generations."""
     from brawlkit.report import league_plots as lp
 
-    def draw(roles: Any = None, members: Any = None, generations: Any = None) -> Any:
-        return _fig(lp.plot_bt_vs_elo(view, roles=roles, members=members,
-                                      generations=_gens(view, generations)))
-
-    return Panel(draw, {"roles": list(roles)},
-                 lambda: {"roles": _roles_control(view, roles), "members": _members_control(view),
-                          "generations": _generations_control(view)}, interactive,
-                 "Bradley–Terry vs Elo")
+    return _members_panel(view, roles, interactive, lp.plot_bt_vs_elo, "Bradley–Terry vs Elo")
 
 
 def payoff_panel(view: LeagueView, roles: Sequence[str], interactive: bool | None = None) -> Panel:
     """The payoff matrix; controls: roles, members, generations."""
     from brawlkit.report import league_plots as lp
 
-    def draw(roles: Any = None, members: Any = None, generations: Any = None) -> Any:
-        return _fig(lp.plot_payoff(view, roles=roles, members=members,
-                                   generations=_gens(view, generations)))
-
-    return Panel(draw, {"roles": list(roles)},
-                 lambda: {"roles": _roles_control(view, roles), "members": _members_control(view),
-                          "generations": _generations_control(view)}, interactive,
-                 "Payoff")
+    return _members_panel(view, roles, interactive, lp.plot_payoff, "Payoff")
 
 
 def spread_panel(view: LeagueView, roles: Sequence[str], interactive: bool | None = None) -> Panel:
