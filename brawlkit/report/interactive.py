@@ -19,6 +19,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from brawlkit.common.kernel import in_kernel
 from brawlkit.report.league_plots import ROLE_COLOURS, LeagueView
 
 #: the front ends a kernel has when a person is looking; papermill, nbconvert and
@@ -34,12 +35,7 @@ def live_kernel() -> bool:
     forced = os.environ.get("BRAWLKIT_INTERACTIVE", "").strip()
     if forced in ("0", "1"):
         return forced == "1"
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return False
-    shell = get_ipython()
-    if shell is None or not hasattr(shell, "kernel"):
+    if not in_kernel():
         return False
     # not VS Code's marks: its terminals carry them too, and papermill run from one would
     # then draw widgets into a file; other front ends set BRAWLKIT_INTERACTIVE=1

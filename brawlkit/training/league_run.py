@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TextIO
 
 from brawlkit.common.cli_args import add_progress_flag, command_parser
+from brawlkit.common.kernel import in_kernel
 from brawlkit.league.directory import LeagueDir
 from brawlkit.league.records import ROLES
 from brawlkit.training.config import TrainConfig
@@ -93,7 +94,7 @@ def progress_display(roles: list[str], gens: int | None,
                      stream: TextIO | None = None) -> _Lines | _Bars:
     """Bars on a terminal or in a notebook kernel, plain lines anywhere else."""
     stream = stream or sys.stderr
-    live = "ipykernel" in sys.modules or (hasattr(stream, "isatty") and stream.isatty())
+    live = in_kernel() or (hasattr(stream, "isatty") and stream.isatty())
     return (_Bars if live else _Lines)(roles, gens, stream)
 
 
