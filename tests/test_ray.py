@@ -232,6 +232,24 @@ def _knock(address: list[Any], frame: bytes) -> bytes:
             return b""
 
 
+def _stop(pid: int) -> None:
+    """SIGSTOP ``pid`` and wait until every thread of it is stopped: ``kill`` returns
+    before the target has taken the signal, and a thread still running may answer."""
+    os.kill(pid, signal.SIGSTOP)
+    deadline = time.monotonic() + 10
+    while True:
+        states = []
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            try:  # the state is the field after the parenthesised command name
+                states.append((task / "stat").read_text().rsplit(")", 1)[1].split()[0])
+            except (OSError, IndexError):
+                continue
+        if states and all(st in "tT" for st in states):
+            return
+        assert time.monotonic() < deadline, f"pid {pid} not stopped after 10 s: {states}"
+        time.sleep(0.01)
+
+
 @pytest.mark.servers
 def test_step_connection_token_and_lost_worker_detection(ray_local: None) -> None:
     """The per-step socket: a stranger without the token is hung up on and cannot step
@@ -259,7 +277,7 @@ def test_step_connection_token_and_lost_worker_detection(ray_local: None) -> Non
 
         # killed while the trainer waits: stopped first, so its reply cannot come first
         victim = dict(rv.worker_info[0])
-        os.kill(victim["pid"], signal.SIGSTOP)
+        _stop(victim["pid"])
         killed: dict[str, float] = {}
 
         def kill() -> None:
@@ -281,10 +299,11 @@ def test_step_connection_token_and_lost_worker_detection(ray_local: None) -> Non
         # stops answering: lost after step_timeout, then the replacement steps
         rv.step_timeout = 2.0
         stopped = dict(rv.worker_info[1])
-        os.kill(stopped["pid"], signal.SIGSTOP)
+        _stop(stopped["pid"])
         t0 = time.monotonic()
         _, _, d, infos = rv.step(a)
-        assert len(rv.events) == 2 and rv.events[1]["worker"] == 1
+        assert len(rv.events) == 2 and rv.events[1]["worker"] == 1, (rv.events, stopped,
+                                                                     rv.worker_info)
         assert "step timeout" in rv.events[1]["reason"]
         assert rv.events[1]["detected"] - rv.events[1]["time"] < 0  # detected, then replaced
         assert d[1] and infos[1]["worker_lost"] and not d[0]
