@@ -15,7 +15,7 @@ Two modes, chosen by ``REGISTRY_URL``:
 Either way it:
 
 1. clones the repository (or updates the clone from an earlier run);
-2. installs it into this Python (``pip install -e WORKDIR[EXTRAS]``: the dependencies
+2. installs it into this Python (``pip install -e WORKDIR[move,EXTRAS]``: the dependencies
    ``pyproject.toml`` declares) and builds the native code (``make -C native``; as root
    the Debian packages it needs are installed first);
 3. trains the roles concurrently for the time budget, each continuing its newest
@@ -60,9 +60,11 @@ WORKDIR = os.environ.get("BRAWLKIT_WORKDIR", "/content/brawlkit" if Path("/conte
 TRAIN_ARGS = os.environ.get("BRAWLKIT_TRAIN_ARGS", "--steps-per-generation 100000")
 #: this runtime's name in the registry (default: the host name)
 LOCATION = os.environ.get("BRAWLKIT_LOCATION", "")
-#: the optional parts pip installs beside the core (pyproject.toml's extras:
-#: registry, client, ray, lab, dev)
+#: more optional parts pip installs beside the core (pyproject.toml's extras:
+#: registry, client, ray, lab, dev); ``move`` is always installed (the /move notebook
+#: trains through a served endpoint)
 EXTRAS = os.environ.get("BRAWLKIT_EXTRAS", "")
+ALWAYS_EXTRAS = "move"
 
 
 # ------------------------------------------------------------------ the steps
@@ -121,7 +123,7 @@ def install(work: Path) -> None:
     if os.geteuid() == 0:  # Colab runs as root: Debian's liblz4-dev for the native build
         sh(["make", "-s", "sysdeps"], cwd=str(work))
     if EXTRAS or not _installed_from(work):  # a rerun in the same runtime skips pip
-        spec = f"{work}[{EXTRAS}]" if EXTRAS else str(work)
+        spec = f"{work}[{','.join(x for x in (ALWAYS_EXTRAS, EXTRAS) if x)}]"
         sh([sys.executable, "-m", "pip", "install", "-q", "-e", spec])
     sh(["make", "-C", "native", f"PYTHON={sys.executable}"], cwd=str(work))
     if str(work) not in sys.path:  # a running kernel does not reread site-packages' .pth

@@ -124,7 +124,7 @@ def _main_generations(league: Path) -> list[int]:
 def test_a_notebook_alone_sets_itself_up_as_in_colab(colab: dict[str, Any]) -> None:
     alone = colab["tmp"] / "notebook-alone"
     alone.mkdir()
-    for name in ("train_role.ipynb", "elo_drift.ipynb"):
+    for name in ("train_role.ipynb", "elo_drift.ipynb", *REST):
         shutil.copy2(ROOT / "notebooks" / name, alone / name)
     tiny = ["-p", "role", "main", "-p", "generations", "1", "-p", "steps_per_generation", "2048",
             "-p", "n_envs", "2", "-y", "eval_levels: [1]", "-p", "eval_episodes", "1",
@@ -146,6 +146,24 @@ def test_a_notebook_alone_sets_itself_up_as_in_colab(colab: dict[str, Any]) -> N
     nb = json.loads(out)
     images = sum("image/png" in o.get("data", {}) for c in nb["cells"] for o in c.get("outputs", []))
     assert images >= 5
+    # the others, each opened alone in that runtime, with their defaults (sizes trimmed)
+    for name, params in REST.items():
+        out = _papermill(colab, alone / name, alone / name.replace(".ipynb", ".out.ipynb"),
+                         *params)
+        assert "brawlkit installed" not in out and "Traceback" not in out, name
+        if name == "obs_parity.ipynb":
+            assert "PARITY OK" in out
+        if name == "move_training.ipynb":
+            assert f"no run in {work / 'runs' / 'move'} yet" in out
+    assert not (alone / "runs").exists()
+
+
+#: the rest of the notebooks (colab_league is the bootstrap's own, tested below)
+REST = {"league_overview.ipynb": ["-p", "bootstrap", "10"],
+        "obs_parity.ipynb": ["-p", "states", "300"],
+        "export_weights.ipynb": ["-p", "n_obs", "500"],
+        "move_training.ipynb": ["-p", "fights_per_batch", "2", "-p", "eval_fights", "1",
+                                "-p", "max_ticks", "900"]}
 
 
 def test_the_local_only_mode_needs_no_registry(colab: dict[str, Any]) -> None:

@@ -417,7 +417,7 @@ def test_pyproject_declares_what_requirements_pin():
     pins = [ln.split("#")[0].strip() for ln in (ROOT / "requirements.txt").read_text().splitlines()]
     pins = [p for p in pins if p]
     norm = lambda s: re.sub(r"\[.*?\]", "", s).lower().replace("_", "-")  # noqa: E731
-    assert sorted(map(norm, declared)) == sorted(map(norm, pins))
+    assert sorted(set(map(norm, declared))) == sorted(map(norm, pins))  # extras may share pins
     assert "torch==2.13.0" in project["dependencies"]
     assert not any(d.startswith(("fastapi", "pygame", "ray")) for d in project["dependencies"])
 

@@ -25,7 +25,12 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+try:  # the request model is pydantic's, as FastAPI validates it (the `move` extra)
+    from pydantic import BaseModel, ConfigDict, Field, field_validator
+except ImportError as e:  # pragma: no cover - depends on what is installed
+    raise ImportError("the /move endpoint needs FastAPI and pydantic, which plain `pip install "
+                      "brawlkit` leaves out: pip install -e '.[move]' (docs/move.md)") from e
 
 from brawlkit.env.observation import build_input_values, check_input_layout
 from brawlkit.policy_server.moves import (
