@@ -92,7 +92,9 @@ test: build lint check pytest
 # concurrently on runs/league, its Elo drift notebook, and last Main's newest generation
 # judged on 50 fresh matches against cpu:3 (the verdict is the last line). TRAIN_ARGS: more
 # generations, e.g. TRAIN_ARGS="--generations 20"; IMITATE_ARGS: the clone's settings.
-IMITATE_ARGS ?= --teacher 8 --matches 20 --epochs 15 --c-eval-matches 0 --eval-episodes 0
+# the clone as the chosen recipe makes it (configs/learn/chosen.toml): it is most of the bot
+IMITATE_ARGS ?= --teacher 8 --matches 40 --label-rule last_press --epochs 30 --dagger-rounds 3 \
+  --dagger-beta 1.0 --c-eval-matches 0 --eval-episodes 0
 TRAIN_ARGS ?= --generations 2 --steps-per-generation 50000 --kl-coef 0.05 --kl-decay-steps 100000
 train: build
 	mkdir -p runs
