@@ -233,8 +233,9 @@ def _knock(address: list[Any], frame: bytes) -> bytes:
 
 
 def _stop(pid: int) -> None:
-    """SIGSTOP ``pid`` and wait until every thread of it is stopped: ``kill`` returns
-    before the target has taken the signal, and a thread still running may answer."""
+    """SIGSTOP ``pid`` and wait until every thread of it shows it stopped: ``kill`` only
+    queues the signal, and "the worker cannot answer" is then checked, not assumed (a
+    stopped worker once answered in CI; the assertion below prints what it saw)."""
     os.kill(pid, signal.SIGSTOP)
     deadline = time.monotonic() + 10
     while True:
