@@ -178,6 +178,17 @@ class LossyProxy:
 
 # ------------------------------------------------------------ the registry service
 #: how long `registry serve` may take to print its port
+#: what the notebook tests trim from each notebook's defaults (sizes only, so a test run is
+#: short; every path and mode stays the notebook's own); train_role has its own fixture
+NOTEBOOK_SIZES: dict[str, dict[str, Any]] = {
+    "elo_drift": {"bootstrap": 20},
+    "league_overview": {"bootstrap": 10},
+    "obs_parity": {"states": 300},
+    "export_weights": {"n_obs": 500},
+    "move_training": {"fights_per_batch": 2, "eval_fights": 1, "max_ticks": 900},
+}
+
+
 STARTUP_S = 60.0
 
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import ROOT, RegistryServer, add_agent
+from helpers import NOTEBOOK_SIZES, ROOT, RegistryServer, add_agent
 
 #: pip installs and native builds: minutes on idle cores, many more on a loaded machine
 pytestmark = [pytest.mark.training, pytest.mark.servers, pytest.mark.timeout(1800)]
@@ -158,12 +158,10 @@ def test_a_notebook_alone_sets_itself_up_as_in_colab(colab: dict[str, Any]) -> N
     assert not (alone / "runs").exists()
 
 
-#: the rest of the notebooks (colab_league is the bootstrap's own, tested below)
-REST = {"league_overview.ipynb": ["-p", "bootstrap", "10"],
-        "obs_parity.ipynb": ["-p", "states", "300"],
-        "export_weights.ipynb": ["-p", "n_obs", "500"],
-        "move_training.ipynb": ["-p", "fights_per_batch", "2", "-p", "eval_fights", "1",
-                                "-p", "max_ticks", "900"]}
+#: the rest of the notebooks, papermill's -p for their trimmed sizes (colab_league is the
+#: bootstrap's own, tested below)
+REST = {f"{name}.ipynb": [a for k, v in sizes.items() for a in ("-p", k, str(v))]
+        for name, sizes in NOTEBOOK_SIZES.items() if name != "elo_drift"}
 
 
 def test_the_local_only_mode_needs_no_registry(colab: dict[str, Any]) -> None:

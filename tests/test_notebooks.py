@@ -14,7 +14,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from helpers import ROOT
+from helpers import NOTEBOOK_SIZES, ROOT
 
 pytestmark = pytest.mark.notebooks
 
@@ -318,9 +318,8 @@ def test_notebooks_run_with_their_defaults_in_a_make_lab_kernel(lab, main_league
     assert len(new) == 1 and after[new.pop()].generation == max(m.generation for m in after.values())
     assert max(m.generation for m in after.values()) == len(before), "did not continue Main"
 
-    for name, overrides in (("elo_drift", "bootstrap = 20"), ("league_overview", "bootstrap = 10"),
-                            ("obs_parity", "states = 300"), ("export_weights", "n_obs = 500"),
-                            ("move_training", "fights_per_batch = 2\neval_fights = 1\nmax_ticks = 900")):
+    for name, sizes in NOTEBOOK_SIZES.items():
+        overrides = "\n".join(f"{k} = {v!r}" for k, v in sizes.items())
         outs = run_notebook(lab.open(f"{name}.ipynb"), name, overrides)
         text = _text(outs)
         if name == "elo_drift":
