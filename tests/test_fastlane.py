@@ -76,7 +76,7 @@ def test_bpv_step_packs_like_python_and_drops_what_python_drops(layout: int) -> 
             srv.send(d)
         lane.actions[0] = action
         lane._lib.bpv_step(lane._base, 2, lane.actions.ctypes.data, 4, layout,
-                           lane.inputs.ctypes.data, 0, 200_000)
+                           lane.inputs.ctypes.data, 0, 200_000, None)
         sx, sy, buttons = decode_action(action)
         assert srv.recv(256) == P.pack_cmd(11, 77, 100, 6, sx, sy, buttons, 0, 4)
         assert (c.status, c.skipped, c.tick, c.seq, c.cmd_seq) == (F.BPV_DONE, 5, 104, 11, 6)
@@ -85,7 +85,7 @@ def test_bpv_step_packs_like_python_and_drops_what_python_drops(layout: int) -> 
         assert np.array_equal(lane.inputs[0], build_input(good, 0, layout, (sx, sy, buttons)))
         # nothing answers the next step: PENDING after the budget, nothing read
         lane._lib.bpv_step(lane._base, 2, lane.actions.ctypes.data, 4, layout,
-                           lane.inputs.ctypes.data, 0, 20_000)
+                           lane.inputs.ctypes.data, 0, 20_000, None)
         assert c.status == F.BPV_PENDING and c.tick == 104
     finally:
         me.close()
@@ -118,9 +118,11 @@ def _same_steps(a: BrawlpitVecEnv, b: BrawlpitVecEnv, steps: int, seed: int = 0)
         ob, rb, db, ib = b.step(act)
         assert np.array_equal(oa, ob), k
         assert np.array_equal(ra, rb) and np.array_equal(da, db), k
-        for x, y in zip(ia, ib, strict=True):
+        for i, (x, y) in enumerate(zip(ia, ib, strict=True)):
             tx, ty = x.pop("terminal_observation", None), y.pop("terminal_observation", None)
             assert (tx is None) == (ty is None) and (tx is None or np.array_equal(tx, ty)), k
+            if not x and not da[i]:
+                continue  # a batched step's infos are empty but where an episode ended
             assert x == y, k
         ended += int(da.sum())
     return ended
@@ -161,8 +163,8 @@ def test_envs_the_lane_cannot_step_go_the_python_way() -> None:
 
 
 @pytest.mark.servers
-def test_a_lost_cmd_is_finished_by_the_python_loop(server_factory: Any) -> None:
-    """The lane's CMD is dropped once: its budget runs out, the env's loop re-sends the
+def test_a_lost_cmd_is_resent_by_the_lane(server_factory: Any) -> None:
+    """The lane's CMD is dropped once: its budget runs out, the batched step re-sends the
     lane's packet, and the step ends as if nothing had happened."""
     srv = server_factory(mode="lockstep")
     cmds = {"n": 0}
@@ -183,7 +185,8 @@ def test_a_lost_cmd_is_finished_by_the_python_loop(server_factory: Any) -> None:
         lossy.seed(1)
         ref.seed(1)
         _same_steps(lossy, ref, 30)
-        assert proxy.dropped == 1 and lossy.lane.fallbacks == 1
+        # the batched step re-sends the lost command itself: no step leaves the lane
+        assert proxy.dropped == 1 and lossy.lane.resends >= 1 and lossy.lane.fallbacks == 0
         assert lossy.lane.loaded == [True]  # back in the lane after the slow step
     finally:
         lossy.close()

@@ -214,6 +214,7 @@ class BrawlpitEnv(ServerLink, gym.Env[np.ndarray, np.ndarray]):
         self._sched_op: list[tuple[int, Decoded]] = []
         self._prev: list[Decoded] = [NEUTRAL, NEUTRAL]  # the command each slot sent last step
         self._steps = 0
+        self._episode_tiers: dict[str, float] = {}  # each reward tier summed over this episode
         self._episode = 0
         self._pending: np.ndarray | None = None
         self._closed = False
@@ -347,6 +348,7 @@ class BrawlpitEnv(ServerLink, gym.Env[np.ndarray, np.ndarray]):
         self._prev = [NEUTRAL, NEUTRAL]  # the command each slot sent last step
         self._sched_op = [(0, NEUTRAL)]
         self._steps = 0
+        self._episode_tiers = {}
         self._episode += 1
         self.reward_fn.reset(self._snap, 0)
         return self._observe(self._snap, 0), self._info(self._snap, 0, None, {})
@@ -401,6 +403,11 @@ class BrawlpitEnv(ServerLink, gym.Env[np.ndarray, np.ndarray]):
         truncated = (not terminated and self.max_episode_steps is not None
                      and self._steps >= self.max_episode_steps)
         info = self._info(cur, elapsed, match_outcome(cur, 0), tiers)
+        sums = self._episode_tiers
+        for k, v in tiers.items():
+            sums[k] = sums.get(k, 0.0) + v
+        if terminated or truncated:  # each tier summed over the episode, for the callbacks
+            info["episode_tiers"], self._episode_tiers = sums, {}
         return obs, float(reward), bool(terminated), bool(truncated), info
 
     # ------------------------------------------------------------------ the fast lane

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import time
 from collections.abc import Iterator
 from functools import lru_cache
 from typing import Any
@@ -34,9 +35,11 @@ import numpy as np
 from brawlkit.common.paths import native_path
 from brawlkit.env.actions import ACT_DIM
 from brawlkit.env.brawlpit import BrawlpitEnv
-from brawlkit.env.observation import INPUT_LAYOUTS
+from brawlkit.env.observation import INPUT_LAYOUTS, build_input
+from brawlkit.env.rewards import OutcomeReward, TieredReward, match_outcome, time_pressure_half_life
 from brawlkit.env.udp_client import RESEND_S
 from brawlkit.wire import protocol as P
+from brawlkit.wire.constants import C
 from brawlkit.wire.mirrors import mirror
 from brawlkit.wire.protocol import SNAPSHOT_SIZE, Snapshot
 
@@ -46,6 +49,7 @@ BUDGET_US = int(RESEND_S * 1e6)
 
 BPV_DONE, BPV_PENDING, BPV_ERR_RECV, BPV_IDLE = 0, 1, 2, 3
 CMD_SIZE = ctypes.sizeof(P.NetHeader) + ctypes.sizeof(P.UserCmd)
+_OVER = int(C.BP_PHASE_OVER)
 
 
 @mirror("BpCommand", "src/obs.h")
@@ -53,7 +57,17 @@ class BpCommand(ctypes.Structure):
     """The command a player sent last step, as input layout 2 feeds it back (obs.h)."""
 
 
-@mirror("BpvClient", "src/obs.h", "src/vecstep.h")
+@mirror("BpRewardState", "src/reward.h")
+class BpRewardState(ctypes.Structure):
+    """The tiered reward's state between steps (native/src/reward.h)."""
+
+
+@mirror("BpRewardWeights", "src/reward.h")
+class BpRewardWeights(ctypes.Structure):
+    """:class:`~brawlkit.env.rewards.TierWeights` as the lane's C reward reads them."""
+
+
+@mirror("BpvClient", "src/obs.h", "src/reward.h", "src/vecstep.h")
 class BpvClient(ctypes.Structure):
     """One lane client's state (native/src/vecstep.h; natural alignment, not packed —
     :func:`lib` checks the size against C's, a test every offset)."""
@@ -65,13 +79,16 @@ def lib() -> ctypes.CDLL:
     so = ctypes.CDLL(str(native_path("libbrawlvec.so")))
     so.bpv_client_size.restype = ctypes.c_uint32
     so.bpv_step.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_uint32,
-                            ctypes.c_int, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint32]
+                            ctypes.c_int, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint32,
+                            ctypes.c_void_p]
     so.bpv_step.restype = ctypes.c_int
     so.bpv_send.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_uint32]
     so.bpv_send.restype = None
     so.bpv_ready.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_void_p,
-                             ctypes.c_uint32, ctypes.c_uint32, ctypes.c_void_p]
+                             ctypes.c_uint32, ctypes.c_uint32, ctypes.c_void_p, ctypes.c_void_p]
     so.bpv_ready.restype = ctypes.c_int
+    so.bpv_resend.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    so.bpv_resend.restype = ctypes.c_int
     so.bpv_inputs.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
                               ctypes.c_int, ctypes.c_void_p]
     so.bpv_inputs.restype = ctypes.c_int
@@ -96,9 +113,75 @@ def build_inputs(snaps: bytes, slots: np.ndarray, prev: ctypes.Array[BpCommand],
         raise ValueError(f"build_inputs: {bad} of {n} snapshots refused (malformed or non-finite)")
 
 
+#: the tiers the lane's C reward computes, in its order (native/src/reward.h)
+LANE_TIERS = ("outcome", "survival", "activity", "time_pressure", "streak")
+#: how long a batched step keeps re-sending lost commands before it hands the envs still
+#: unanswered to Python's receive loop (which checks the server and raises with context)
+BATCH_PATIENCE_S = 2.0
+
+
+def lane_reward(reward: Any) -> tuple[BpRewardWeights, tuple[str, ...]] | None:
+    """The C weights of ``reward`` and the tier names it reports, or None when the lane
+    cannot compute it (a custom reward object, the ``llm_fighting`` preset): such envs
+    keep their Python reward.  :class:`TieredReward` maps one to one; the ``outcome``
+    preset is its first tier with every shaping weight at zero."""
+    w = BpRewardWeights()
+    if type(reward) is TieredReward:
+        tw = reward.w
+        for name in ("damage_dealt", "damage_taken", "stock_taken", "stock_lost", "win", "loss",
+                     "draw", "on_stage_per_s", "offstage_per_s", "idle_per_s", "engage_distance",
+                     "time_pressure_start", "streak_unit"):
+            setattr(w, name, float(getattr(tw, name)))
+        w.grace_ticks = float(reward._grace_ticks)
+        w.half_life = time_pressure_half_life(reward.match_ticks, tw.time_pressure_start)
+        w.interval_ticks = reward._interval_ticks
+        w.streak_cap_index = int(tw.streak_cap_index)
+        w.match_ticks = reward.match_ticks
+        return w, LANE_TIERS
+    if type(reward) is OutcomeReward:
+        w.damage_dealt, w.damage_taken = reward.damage_dealt, reward.damage_taken
+        w.stock_taken = w.stock_lost = reward.stock
+        w.win, w.loss, w.draw = reward.win, reward.loss, reward.draw
+        w.half_life, w.interval_ticks, w.match_ticks = 1.0, 1, int(C.BP_MATCH_TICKS)
+        return w, LANE_TIERS[:1]
+    return None
+
+
+def _view_dtype() -> np.dtype:
+    """A numpy view of the lane's client array: the per-client fields a batched step
+    reads for every arena at once (status, reward, tiers, and from the answering
+    SNAPSHOT's bytes the tick, clock and phase)."""
+    snap = BpvClient.snap.offset
+    hdr, match = ctypes.sizeof(P.NetHeader), P.SnapshotPacket.match.offset
+    return np.dtype({
+        "names": ["status", "reward", "tiers", "tick", "ticks_left", "phase"],
+        "formats": ["<i4", "<f8", ("<f8", len(LANE_TIERS)), "<u4", "<u4", "u1"],
+        "offsets": [BpvClient.status.offset, BpvClient.reward.offset, BpvClient.tiers.offset,
+                    snap + P.NetHeader.tick.offset,
+                    snap + match + P.MatchState.ticks_left.offset,
+                    snap + match + P.MatchState.phase.offset],
+        "itemsize": ctypes.sizeof(BpvClient),
+    })
+
+
 class FastLane:
     """Clients of ``n_envs`` envs for ``bpv_send`` / ``bpv_ready``: row ``2*i`` is env *i*'s own client,
     row ``2*i+1`` its callable opponent's (inactive without one).
+
+    Two ways to step, chosen per vector step by the vec env:
+
+    * :meth:`step_batch` — every env is in the lane and its reward is one the lane
+      computes in C (:func:`lane_reward`): one send, one wait, every arena's input,
+      reward and tiers read from the client array as numpy columns; Python touches an
+      env only when its episode ends (no per-env Python in the hot loop).  Callable
+      opponents that declare ``batched = True`` (frozen league members) act for all
+      their arenas in one forward.
+    * :meth:`step` — the general case: answers yielded one by one, each env's reward
+      and info computed by the env itself in Python.
+
+    The reward's state lives in C while batched steps run and in the env's reward object
+    otherwise; :meth:`_to_python` / :meth:`_to_c` hand it over, with the env's step count
+    and current snapshot, whenever the mode changes or an env leaves.
 
     Args:
         n_envs: envs of the vec env.
@@ -120,15 +203,28 @@ class FastLane:
         self._base = ctypes.addressof(self.clients)
         self._size = ctypes.sizeof(BpvClient)
         self._snap_off = BpvClient.snap.offset
+        self.view = np.frombuffer(self.clients, _view_dtype())
         self.actions = np.zeros((2 * n_envs, ACT_DIM), np.float32)
         self.inputs = np.zeros((2 * n_envs, self.dim), np.float32)
         self._rows = np.zeros(2 * n_envs, np.int32)
         self._need = [0] * n_envs
         self.loaded = [False] * n_envs
         self._stepped = [False] * n_envs
-        #: vector steps the lane ran, and env steps it handed back to Python's loop
+        self.n_loaded = 0
+        #: the lane's C reward (the first admitted env's, when the lane can compute it)
+        self.weights: BpRewardWeights | None = None
+        self.tier_names: tuple[str, ...] = ()
+        self.rewarded = [False] * n_envs
+        self.n_rewarded = 0
+        self._c_owns = False  # the reward state, step counts and snapshots live here now
+        self.env_steps = np.zeros(n_envs, np.int64)
+        self.max_steps = np.full(n_envs, np.iinfo(np.int64).max, np.int64)
+        #: vector steps the lane ran; env steps it handed back to Python's loop (a
+        #: defect: counted and reported by the benchmarks); commands it re-sent
         self.steps = 0
+        self.batched_steps = 0
         self.fallbacks = 0
+        self.resends = 0
 
     # ------------------------------------------------------------- entering and leaving
     def admit(self, i: int, env: BrawlpitEnv) -> bool:
@@ -142,25 +238,51 @@ class FastLane:
         assert me is not None and snap is not None
         for row, client in ((2 * i, me), (2 * i + 1, op)):
             c = self.clients[row]
+            c.rewarded = 0
             if client is None:
                 c.active = 0
                 continue
             c.active, c.fd, c.session, c.slot = 1, client.fd, client.session, client.slot
             c.seq, c.cmd_seq = client.seq & 0xFFFFFFFF, client.cmd_seq & 0xFFFFFFFF
             c.match_id, c.tick = snap.match_id, snap.tick
+            ctypes.memmove(ctypes.addressof(c.snap), snap.raw, SNAPSHOT_SIZE)
         if op is not None:  # the opponent acts on its own view of the current state
             self.inputs[2 * i + 1] = env._observe(snap, 1)
+        self.rewarded[i] = self._can_reward(env.reward_fn)
+        self.clients[2 * i].rewarded = int(self.rewarded[i])
+        self.n_rewarded += self.rewarded[i]
+        self.max_steps[i] = env.max_episode_steps or np.iinfo(np.int64).max
         self.loaded[i] = True
+        self.n_loaded += 1
         self._stepped[i] = False
+        if self._c_owns:
+            self._to_c(i, env)
         env._lane_exit = functools.partial(self.release, i, env)
         return True
 
+    def _can_reward(self, reward: Any) -> bool:
+        """Whether the lane's C reward computes ``reward`` (the first such env sets the
+        lane's weights; an env whose weights differ keeps its Python reward)."""
+        got = lane_reward(reward)
+        if got is None:
+            return False
+        if self.weights is None:
+            self.weights, self.tier_names = got
+            return True
+        return bytes(got[0]) == bytes(self.weights) and got[1] == self.tier_names
+
     def release(self, i: int, env: BrawlpitEnv) -> None:
         """Hand env ``i``'s sequence numbers, last commands and re-send packets back to
-        its Python clients (before anything Python-side talks to its server)."""
+        its Python clients (before anything Python-side talks to its server) — and, after
+        batched steps, its reward state, step count and current snapshot."""
         if not self.loaded[i]:
             return
+        if self._c_owns and self._stepped[i]:
+            self._to_python(i, env)
         self.loaded[i] = False
+        self.n_loaded -= 1
+        self.n_rewarded -= self.rewarded[i]
+        self.rewarded[i] = False
         env._lane_exit = None
         self.clients[2 * i].active = self.clients[2 * i + 1].active = 0
         if not self._stepped[i]:
@@ -173,22 +295,167 @@ class FastLane:
             client.last_cmds = [bytes(c.cmd_pkt)]
             env._prev[slot] = (c.cmd.stick_x, c.cmd.stick_y, int(c.cmd.buttons))
 
+    def _to_c(self, i: int, env: BrawlpitEnv) -> None:
+        """Env ``i``'s reward state and step count into the lane (batched steps own them)."""
+        if self.rewarded[i]:
+            st = self.clients[2 * i].rstate
+            r = env.reward_fn
+            st.life_start = getattr(r, "_life_start", 0)
+            st.intervals_paid = getattr(r, "_intervals_paid", 0)
+            st.last_engage = getattr(r, "_last_engage", 0)
+        self.env_steps[i] = env._steps
+
+    def _to_python(self, i: int, env: BrawlpitEnv) -> None:
+        """Env ``i``'s reward state, step count and current snapshot back to the env."""
+        if self.rewarded[i] and isinstance(env.reward_fn, TieredReward):
+            st, r = self.clients[2 * i].rstate, env.reward_fn
+            r._life_start, r._intervals_paid, r._last_engage = (st.life_start, st.intervals_paid,
+                                                                st.last_engage)
+        env._steps = int(self.env_steps[i])
+        env._snap = P.snapshot_from_checked(self._answer(i))
+        env._last_contact = time.monotonic()
+
+    def batchable(self) -> bool:
+        """Whether the next vector step can be :meth:`step_batch`: every env in the lane
+        with the lane's C reward."""
+        return self.n_loaded == self.n_envs and self.n_rewarded == self.n_envs
+
+    def _mode(self, envs: list[Any], batched: bool) -> None:
+        """Move the reward state (and step counts, snapshots) to where the next step runs."""
+        if batched == self._c_owns:
+            return
+        for i, env in enumerate(envs):
+            if self.loaded[i]:
+                (self._to_c if batched else self._to_python)(i, env)
+        self._c_owns = batched
+
     # ------------------------------------------------------------- one vector step
+    def _opponent_actions(self, envs: list[Any], idx: list[int]) -> list[int]:
+        """Each lane env's callable opponent acts on its own view; opponents declaring
+        ``batched = True`` act for all their arenas in one call.  The envs with one."""
+        acts, inputs = self.actions, self.inputs
+        groups: dict[int, tuple[Any, list[int]]] = {}
+        with_op: list[int] = []
+        for i in idx:
+            fn = envs[i]._op_fn
+            if fn is None:
+                continue
+            with_op.append(i)
+            if getattr(fn, "batched", False):
+                groups.setdefault(id(fn), (fn, []))[1].append(i)
+            else:  # its own array, as the Python path gives it (one may keep it)
+                acts[2 * i + 1] = fn(inputs[2 * i + 1].copy())
+        for fn, rows in groups.values():
+            ops = [2 * i + 1 for i in rows]
+            acts[ops] = fn(inputs[ops])
+        return with_op
+
+    def step_batch(self, envs: list[Any], actions: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """One vector step of every env (:meth:`batchable` must hold): ``(inputs,
+        rewards, tiers, terminated, truncated)`` as arrays over the envs (``inputs`` and
+        ``tiers`` are views: copy what you keep).  An env whose answer does not come is
+        re-sent its command (``resends``) for up to :data:`BATCH_PATIENCE_S`, then
+        finished by its own Python loop (``fallbacks``: it raises with the server's
+        log when the server is gone)."""
+        self._mode(envs, True)
+        n = self.n_envs
+        acts = self.actions
+        acts[0::2] = actions
+        self._opponent_actions(envs, range(n))  # type: ignore[arg-type]
+        for i in range(n):
+            self._stepped[i] = True
+        lib, base, rows = self._lib, self._base, self._rows.ctypes.data
+        lib.bpv_send(base, 2 * n, acts.ctypes.data, self.action_repeat)
+        self.steps += 1
+        self.batched_steps += 1
+        rw = ctypes.addressof(self.weights)  # type: ignore[arg-type]
+        layout, inputs, spin = self.input_layout, self.inputs.ctypes.data, self.spin_us
+        status = self.view["status"]
+        t0 = None
+        while True:
+            k = lib.bpv_ready(base, 2 * n, layout, inputs, spin, BUDGET_US, rows, rw)
+            if k == -1:
+                break  # none pending: every answer is in
+            if k == -2:  # nothing for a whole budget: re-send, or give up on those envs
+                t0 = t0 if t0 is not None else time.monotonic() - BUDGET_US * 1e-6
+                if time.monotonic() - t0 > BATCH_PATIENCE_S:
+                    break
+                self.resends += lib.bpv_resend(base, 2 * n)
+        if (status == BPV_PENDING).any():
+            self._batch_fallbacks(envs, actions)
+        self.env_steps += 1
+        mine = self.view[0::2]
+        terminated = mine["phase"] == _OVER
+        truncated = ~terminated & (self.env_steps >= self.max_steps)
+        return self.inputs[0::2], mine["reward"], mine["tiers"], terminated, truncated
+
+    def _batch_fallbacks(self, envs: list[Any], actions: np.ndarray) -> None:
+        """Envs a batched step could not finish.  Only the opponent client's answer
+        missing: the env's own answer says where the match is, so the opponent's view is
+        built from it.  The env's own answer missing: its state is put back as it was
+        before the step and its own loop finishes the step (re-sending, checking the
+        server, its Python reward computing the step); then it re-enters the lane."""
+        for i in range(self.n_envs):
+            me, op = self.clients[2 * i], self.clients[2 * i + 1]
+            if me.status == BPV_DONE:
+                if op.status == BPV_PENDING:
+                    self.fallbacks += 1
+                    cur = P.snapshot_from_checked(self._answer(i))
+                    self.inputs[2 * i + 1] = build_input(
+                        cur, 1, self.input_layout, (op.cmd.stick_x, op.cmd.stick_y, int(op.cmd.buttons)))
+                    op.status = BPV_DONE
+                continue
+            if me.status != BPV_PENDING:
+                continue
+            env = envs[i]
+            self._restore(i, env)
+            obs, reward, _, _, info = self._fallback(i, env, actions[i])
+            self.admit(i, env)  # (refused when the match just ended: it resets next)
+            cur = env._snap
+            assert cur is not None
+            ctypes.memmove(ctypes.addressof(me.snap), cur.raw, SNAPSHOT_SIZE)
+            self.inputs[2 * i] = obs
+            me.reward = reward
+            for k, name in enumerate(self.tier_names):
+                me.tiers[k] = info.get(f"reward/{name}", 0.0)
+            me.status = BPV_DONE
+            self.env_steps[i] = env._steps - 1  # step_batch counts this step for every env
+
+    def _restore(self, i: int, env: BrawlpitEnv) -> None:
+        """Env ``i``'s state as it was before this step (its own answer never came, so
+        the lane's snapshot and reward state are still the step's start)."""
+        if self.rewarded[i] and isinstance(env.reward_fn, TieredReward):
+            st, r = self.clients[2 * i].rstate, env.reward_fn
+            r._life_start, r._intervals_paid, r._last_engage = (st.life_start, st.intervals_paid,
+                                                                st.last_engage)
+        env._steps = int(self.env_steps[i])
+        env._snap = P.snapshot_from_checked(self._answer(i))
+
+    def episode_info(self, i: int, env: BrawlpitEnv, elapsed: int) -> dict[str, Any]:
+        """The full info of env ``i``'s last step (its episode ended), its state handed
+        back to the env (which resets next)."""
+        self._to_python(i, env)
+        cur = env._snap
+        assert cur is not None
+        c = self.clients[2 * i]
+        tiers = {name: float(c.tiers[k]) for k, name in enumerate(self.tier_names)}
+        return env._info(cur, elapsed, match_outcome(cur, 0), tiers)
+
     def step(self, envs: list[Any], lane_idx: list[int], actions: np.ndarray
              ) -> Iterator[tuple[int, tuple[Any, ...]]]:
         """Send the commands of envs ``lane_idx`` (and their opponents'), then yield
         ``(i, env i's gym 5-tuple)`` as the answers come in — env *i*'s reward and info
         are computed while the server still ticks the others' arenas."""
+        self._mode(envs, False)
         acts = self.actions
         acts[0::2] = actions
         need = self._need  # answers each env waits for: its own, and its opponent client's
         for i in lane_idx:
             self._stepped[i] = True
-            op_fn = envs[i]._op_fn
             need[i] = 1
-            if op_fn is not None:  # its own array, as the Python path gives it (one may keep it)
-                acts[2 * i + 1] = op_fn(self.inputs[2 * i + 1].copy())
-                need[i] = 2
+        for i in self._opponent_actions(envs, lane_idx):
+            need[i] = 2
         lib, base, n, clients = self._lib, self._base, 2 * self.n_envs, self.clients
         lib.bpv_send(base, n, acts.ctypes.data, self.action_repeat)
         self.steps += 1
@@ -196,7 +463,7 @@ class FastLane:
         rows, rows_ptr = self._rows, self._rows.ctypes.data
         left = len(lane_idx)
         while left:
-            k = lib.bpv_ready(base, n, layout, inputs, spin, BUDGET_US, rows_ptr)
+            k = lib.bpv_ready(base, n, layout, inputs, spin, BUDGET_US, rows_ptr, None)
             if k < 0:
                 break
             for row in rows[:k].tolist():
@@ -223,5 +490,8 @@ class FastLane:
         if me.status == BPV_DONE:
             cur = P.snapshot_from_checked(self._answer(i))
         op_done = op.status == BPV_DONE
+        was = self._c_owns
+        self._c_owns = False  # the env's state is already Python's (or restored)
         self.release(i, env)
+        self._c_owns = was
         return env._lane_fallback(cur, op_done, action)

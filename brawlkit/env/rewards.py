@@ -312,8 +312,9 @@ class TieredReward:
         if dealt > 0 or op.stocks < op0.stocks or lost_stock:
             self._last_engage = now
         activity = time_pressure = 0.0
+        dx, dy = op.x - me.x, op.y - me.y  # squared: the C twin (native/src/reward.c) compares the same
         if (now - self._last_engage) > self._grace_ticks and not cur_over \
-                and math.hypot(op.x - me.x, op.y - me.y) > w.engage_distance:
+                and dx * dx + dy * dy > w.engage_distance * w.engage_distance:
             m = time_pressure_multiplier(cur.ticks_left, self.match_ticks, w.time_pressure_start)
             activity = -w.idle_per_s * w.time_pressure_start * dt_s
             time_pressure = -w.idle_per_s * (m - w.time_pressure_start) * dt_s

@@ -52,6 +52,11 @@ class BrawlpitVecEnv(DummyVecEnv):
             for e in self.envs
         ]
         self.lane = self._make_lane() if fast_lane else None
+        self._all_brawlpit = all(split and isinstance(e, BrawlpitEnv)
+                                 for e, split in zip(self.envs, self._split, strict=True))
+        #: each env's reward tiers summed over the steps of its current episode that the
+        #: batched path ran (the env sums the others itself: ``episode_tiers``)
+        self._ep_tiers = np.zeros((self.num_envs, 5), np.float64)
 
     def _make_lane(self) -> Any:
         """A :class:`~brawlkit.env.fastlane.FastLane` for the BRAWLPIT envs (the first one's
@@ -88,6 +93,8 @@ class BrawlpitVecEnv(DummyVecEnv):
         return results
 
     def step_wait(self) -> VecEnvStepReturn:
+        if self._batchable():
+            return self._step_batched()
         results = self.step_all(self.actions)
         obs_buf = self.buf_obs[None]  # type: ignore[index]
         for i, (obs, rew, terminated, truncated, info) in enumerate(results):
@@ -96,11 +103,60 @@ class BrawlpitVecEnv(DummyVecEnv):
             self.buf_dones[i] = done
             info["TimeLimit.truncated"] = bool(truncated and not terminated)
             if done:
+                self._add_batched_tiers(i, info)
                 info["terminal_observation"] = obs
                 obs, self.reset_infos[i] = self._reset_one(i)
             obs_buf[i] = obs
             self.buf_infos[i] = info
         return obs_buf.copy(), self.buf_rews.copy(), self.buf_dones.copy(), list(self.buf_infos)
+
+    def _batchable(self) -> bool:
+        """Whether this step can be the lane's batched step: every env a BRAWLPIT env in
+        the lane, with a reward the lane computes (FastLane.step_batch)."""
+        lane = self.lane
+        if lane is None or not self._all_brawlpit:
+            return False
+        if lane.n_loaded < self.num_envs:
+            for i, env in enumerate(self.envs):
+                if not lane.admit(i, env):
+                    return False
+        return lane.batchable()
+
+    def _add_batched_tiers(self, i: int, info: dict[str, Any]) -> None:
+        """Env ``i``'s episode ended: its ``episode_tiers`` (the env's own sums of the
+        steps Python ran) plus the sums of the steps the batched path ran."""
+        if self.lane is None:
+            return
+        sums = info.setdefault("episode_tiers", {})
+        for k, name in enumerate(self.lane.tier_names):
+            sums[name] = sums.get(name, 0.0) + float(self._ep_tiers[i, k])
+        self._ep_tiers[i] = 0.0
+
+    def _step_batched(self) -> VecEnvStepReturn:
+        """One batched step (no per-env Python but for the envs whose episode ended):
+        inputs, rewards and episode ends of every arena as arrays from the lane; the
+        per-step infos are empty dicts, and an ended episode's info is the env's full
+        one plus ``episode_tiers`` (each reward tier summed over the episode)."""
+        lane = self.lane
+        assert lane is not None
+        ticks = lane.view["tick"][0::2].copy()
+        inputs, rewards, tiers, terminated, truncated = lane.step_batch(self.envs, self.actions)
+        obs_buf = self.buf_obs[None]  # type: ignore[index]
+        obs_buf[:] = inputs
+        self.buf_rews[:] = rewards
+        done = terminated | truncated
+        self.buf_dones[:] = done
+        self._ep_tiers += tiers
+        infos: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
+        for i in np.flatnonzero(done).tolist():
+            info = lane.episode_info(i, self.envs[i], int(lane.view["tick"][2 * i]) - int(ticks[i]))
+            info["TimeLimit.truncated"] = bool(truncated[i] and not terminated[i])
+            info["terminal_observation"] = obs_buf[i].copy()
+            self._add_batched_tiers(i, info)
+            obs_buf[i], self.reset_infos[i] = self._reset_one(i)
+            infos[i] = info
+        self.buf_infos = infos
+        return obs_buf.copy(), self.buf_rews.copy(), self.buf_dones.copy(), infos
 
     def _reset_one(self, i: int) -> tuple[np.ndarray, dict[str, Any]]:
         opts = self._options[i]

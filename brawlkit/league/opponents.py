@@ -91,5 +91,9 @@ class FrozenOpponent:
             warnings.warn(f"member {member.id}: blob and record disagree on the action repeat",
                           stacklevel=2)
 
+    #: stateless and vectorised: the vec env's fast lane hands it every arena it plays in
+    #: as one (k, dim) batch (brawlkit/env/fastlane.py)
+    batched = True
+
     def __call__(self, obs: np.ndarray) -> np.ndarray:
         return self.policy.act(np.asarray(obs, np.float32)[..., :self._n])

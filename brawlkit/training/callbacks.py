@@ -2,8 +2,9 @@
 
 Every env's finished episode -> ``sampler.record(info["opponent"], info["outcome"])``
 (and ``on_episode(opponent, outcome, ticks)``: the league's match log);
-reward tiers summed per episode (``reward/<tier>``, averaged over the episodes
-that ended in the rollout); spam fraction per episode from the actions actually
+reward tiers summed per episode (``reward/<tier>``, from the ``episode_tiers`` every
+vec env's episode-ending info carries, averaged over the episodes that ended in the
+rollout) — nothing per env per step but the action-pattern count, one numpy call; spam fraction per episode from the actions actually
 sent (``play/spam_fraction``); the sampler's own numbers (``curriculum/<key>``).
 """
 
@@ -30,7 +31,7 @@ class TrainCallback(BaseCallback):
         self.n = n_envs
         self.push = push_opponents
         self.pbar = pbar
-        self.tier_sums: list[dict[str, float]] = [{} for _ in range(n_envs)]
+        self._rows = np.arange(n_envs)
         self.counts = np.zeros((n_envs, N_PATTERNS), np.int64)
         self.finished: list[dict[str, Any]] = []
 
@@ -39,15 +40,9 @@ class TrainCallback(BaseCallback):
         dones = self.locals["dones"]
         acts = self.locals.get("clipped_actions")
         pats = action_patterns(acts if acts is not None else self.locals["actions"])
-        for i in range(self.n):
-            self.counts[i, pats[i]] += 1
-            info = infos[i]
-            sums = self.tier_sums[i]
-            for k, v in info.items():
-                if k.startswith("reward/"):
-                    sums[k] = sums.get(k, 0.0) + float(v)
-            if dones[i]:
-                self._episode_end(i, info)
+        self.counts[self._rows, pats] += 1
+        for i in np.flatnonzero(dones).tolist():
+            self._episode_end(i, infos[i])
         if self.pbar is not None:
             self.pbar.update(self.n)
         return True
@@ -59,10 +54,9 @@ class TrainCallback(BaseCallback):
             if self.on_episode is not None:
                 self.on_episode(str(opp), str(outcome), int(info.get("tick", 0)))
         self.finished.append({
-            "tiers": dict(self.tier_sums[i]), "spam": spam_fraction(self.counts[i]),
-            "outcome": outcome, "opponent": opp,
+            "tiers": {f"reward/{k}": v for k, v in info.get("episode_tiers", {}).items()},
+            "spam": spam_fraction(self.counts[i]), "outcome": outcome, "opponent": opp,
         })
-        self.tier_sums[i] = {}
         self.counts[i] = 0
         if self.push:
             self.training_env.env_method("set_next_opponent", self.sampler.sample(), indices=[i])

@@ -67,7 +67,7 @@ static void send_cmd(BpvClient *c, const float *action, uint32_t repeat)
 }
 
 /* read what client c has queued; 1 once the snapshot answering its step is in */
-static int drain(BpvClient *c, int layout, float *input)
+static int drain(BpvClient *c, int layout, float *input, const BpRewardWeights *rw)
 {
     uint8_t buf[RX_BYTES];
     for (;;) {
@@ -96,6 +96,12 @@ static int drain(BpvClient *c, int layout, float *input)
             c->skipped++; /* non-finite float: Python's parser refuses it too */
             continue;
         }
+        if (rw != NULL && c->rewarded) {
+            SnapshotPacket prev;
+            memcpy(&prev, c->snap, sizeof prev);
+            c->reward = bp_reward_step(&prev, &sp, c->slot, (int32_t)(sp.hdr.tick - prev.hdr.tick), rw,
+                                       &c->rstate, c->tiers);
+        }
         memcpy(c->snap, buf, sizeof sp);
         c->tick = sp.hdr.tick;
         c->status = BPV_DONE;
@@ -118,7 +124,7 @@ void bpv_send(BpvClient *c, int n, const float *actions, uint32_t repeat)
 }
 
 int bpv_ready(BpvClient *c, int n, int layout, float *inputs, uint32_t spin_us, uint32_t budget_us,
-              int32_t *rows)
+              int32_t *rows, const BpRewardWeights *rw)
 {
     const int dim = bp_input_dim(layout);
     if (dim <= 0 || n <= 0 || c == NULL || inputs == NULL || rows == NULL) {
@@ -132,7 +138,7 @@ int bpv_ready(BpvClient *c, int n, int layout, float *inputs, uint32_t spin_us, 
             if (c[i].status != BPV_PENDING) {
                 continue;
             }
-            if (drain(&c[i], layout, inputs + (size_t)i * dim)) {
+            if (drain(&c[i], layout, inputs + (size_t)i * dim, rw)) {
                 rows[got++] = i;
                 continue;
             }
@@ -162,8 +168,20 @@ int bpv_ready(BpvClient *c, int n, int layout, float *inputs, uint32_t spin_us, 
     }
 }
 
+int bpv_resend(BpvClient *c, int n)
+{
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        if (c[i].status == BPV_PENDING) {
+            (void)send(c[i].fd, c[i].cmd_pkt, BPV_CMD_BYTES, MSG_DONTWAIT);
+            k++;
+        }
+    }
+    return k;
+}
+
 int bpv_step(BpvClient *c, int n, const float *actions, uint32_t repeat, int layout, float *inputs,
-             uint32_t spin_us, uint32_t budget_us)
+             uint32_t spin_us, uint32_t budget_us, const BpRewardWeights *rw)
 {
     if (bp_input_dim(layout) <= 0 || n < 0 || (n > 0 && (c == NULL || actions == NULL || inputs == NULL))) {
         return -1;
@@ -173,7 +191,7 @@ int bpv_step(BpvClient *c, int n, const float *actions, uint32_t repeat, int lay
     for (int k = 0; k < n; k += BPV_MAX_POLL) { /* rows[] holds at most BPV_MAX_POLL */
         int m = n - k < BPV_MAX_POLL ? n - k : BPV_MAX_POLL;
         while (bpv_ready(c + k, m, layout, inputs + (size_t)k * bp_input_dim(layout), spin_us,
-                         budget_us, rows) > 0) {
+                         budget_us, rows, rw) > 0) {
         }
     }
     int left = 0;

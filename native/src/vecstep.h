@@ -21,6 +21,7 @@
 
 #include "brawlpit.h"
 #include "obs.h"
+#include "reward.h"
 
 /* client status after bpv_step */
 #define BPV_DONE 0     /* snapshot answering the step received, input built */
@@ -58,8 +59,18 @@ typedef struct {
     BpCommand cmd;
     /* out: the CMD datagram sent (re-sent by Python if the answer is lost) */
     uint8_t cmd_pkt[sizeof(NetHeader) + sizeof(UserCmd)];
-    /* out: the SNAPSHOT that answered the step (wire bytes) */
+    /* in/out: the SNAPSHOT that answered the step (wire bytes); loaded with the env's
+     * current snapshot when it enters the lane (the reward's "previous" state) */
     uint8_t snap[sizeof(SnapshotPacket)];
+    /* in: 1 = compute this client's reward when the call is given weights (an env's own
+     * client whose reward the lane can compute; reward.h) */
+    int32_t rewarded;
+    /* in/out: the reward's state between steps (loaded from Python's reward object) */
+    BpRewardState rstate;
+    /* out: this step's reward and its tiers (outcome, survival, activity, time_pressure,
+     * streak), when rewarded */
+    double reward;
+    double tiers[BP_REWARD_TIERS];
 } BpvClient;
 
 /* sizeof(BpvClient), for the Python mirror's layout check */
@@ -73,18 +84,23 @@ uint32_t bpv_client_size(void);
  * leaving unanswered clients BPV_PENDING.  Returns the number of clients not BPV_DONE,
  * or -1 if `layout` is unknown or n < 0 (nothing sent). */
 int bpv_step(BpvClient *c, int n, const float *actions, uint32_t repeat, int layout, float *inputs,
-             uint32_t spin_us, uint32_t budget_us);
+             uint32_t spin_us, uint32_t budget_us, const BpRewardWeights *rw);
 
 /* The same in two halves, so the caller can work on the answers as they arrive while
  * the server still ticks the others: bpv_send sends every active client's CMD (status
  * BPV_PENDING); each bpv_ready waits until at least one pending client's answer is in,
  * takes every answer that is in by then (BPV_DONE, input built), writes their indices
- * to rows[0..k) (rows has room for n) and returns k >= 1; -1 when none is pending; -2
+ * to rows[0..k) (rows has room for n) and returns k >= 1 (with rw non-NULL, each answered
+ * client with `rewarded` set also gets its reward, reward.h); -1 when none is pending; -2
  * when nothing arrived for budget_us (or a recv failed): the pending ones stay
  * BPV_PENDING for Python. */
 void bpv_send(BpvClient *c, int n, const float *actions, uint32_t repeat);
 int bpv_ready(BpvClient *c, int n, int layout, float *inputs, uint32_t spin_us, uint32_t budget_us,
-              int32_t *rows);
+              int32_t *rows, const BpRewardWeights *rw);
+
+/* Re-send the CMD of every client still BPV_PENDING (a datagram lost either way: the
+ * lockstep server answers a duplicate CMD with its current snapshot); returns how many. */
+int bpv_resend(BpvClient *c, int n);
 
 /* Policy inputs of `layout` for n SNAPSHOT datagrams laid end to end (snaps[i *
  * sizeof(SnapshotPacket) ..]), each seen by slots[i] with previous command prev[i]
