@@ -146,6 +146,37 @@ def test_spinning_server_plays_the_same_match() -> None:
     assert len(a) == len(b) and all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
 
 
+@pytest.mark.servers
+def test_a_spinning_server_backs_off_when_its_core_is_busy() -> None:
+    """A busy-polling server that keeps being preempted (another CPU-bound process on its
+    core) stops spinning by itself (``spin_backoffs`` in its stats), and plays on."""
+    from brawlkit.env import BrawlpitEnv
+
+    env = BrawlpitEnv(opponent="cpu:4", server_spin_us=50_000)
+    busy = None
+    try:
+        assert env.server is not None and env.server.proc is not None
+        core = sorted(os.sched_getaffinity(0))[0]
+        os.sched_setaffinity(env.server.proc.pid, {core})
+        busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        os.sched_setaffinity(busy.pid, {core})
+        env.reset(seed=1)
+        deadline = time.monotonic() + 20.0
+        backoffs = 0
+        while time.monotonic() < deadline and backoffs == 0:
+            for _ in range(200):
+                _, _, term, _, _ = env.step(np.zeros(6, np.float32))
+                if term:
+                    env.reset()
+            backoffs = env.server.stats()["spin_backoffs"]
+        assert backoffs >= 1
+    finally:
+        if busy is not None:
+            busy.kill()
+            busy.wait()
+        env.close()
+
+
 # ---------------------------------------------------------------- the protocol, raw
 def _sim_snapshot(lib, sim, seq: int, ack: int) -> bytes:
     buf = ct.create_string_buffer(P.SNAPSHOT_SIZE)

@@ -19,7 +19,13 @@
  * the window skips that.  It spins only while datagrams keep coming and
  * blocks when idle; it costs a core while spinning, which pays when one
  * process serves many envs and the trainer keeps the other core.  0 (the
- * default) always blocks.  Blocking waits until the next tick of a playing
+ * default) always blocks.  Spinning backs off by itself when the machine has no
+ * core to spare: every SPIN_WINDOW_NS the server reads how often it was preempted
+ * (getrusage's involuntary context switches); a spinning window preempted more than
+ * SPIN_PREEMPT_MAX times means other runnable work wants this core, so it blocks for
+ * a back-off (1 s, doubling to 8 s while the load lasts) and then tries again
+ * (spin_backoffs in the stats line counts them).  A spinning server on a busy
+ * machine only steals the core the trainer needs.  Blocking waits until the next tick of a playing
  * free-running arena or the next chore (parent check, client timeouts).
  *
  * --client-timeout S (default 120 s): a client silent for S seconds (no
@@ -145,6 +151,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -164,6 +171,10 @@
 #define RESYNC_PERIODS 100           /* free-run: this far behind, drop the backlog */
 #define SPEED_MAX 1e6                /* fastforward speed bound (multiples of 60 Hz) */
 #define SPIN_US_MAX 100000           /* --spin-us bound, µs */
+#define SPIN_WINDOW_NS 100000000LL   /* how often spinning checks it is not preempted */
+#define SPIN_PREEMPT_MAX 5           /* involuntary switches per window that stop spinning */
+#define SPIN_BACKOFF_MIN_NS 1000000000LL
+#define SPIN_BACKOFF_MAX_NS 8000000000LL
 #define CLIENT_TIMEOUT_S 120.0       /* --client-timeout default, seconds */
 #define CLIENT_TIMEOUT_MAX_S 31536000.0 /* --client-timeout bound: a year */
 #define DEFAULT_MAX_ARENAS 64        /* --max-arenas default */
@@ -203,6 +214,12 @@ static struct {
     ArenaCfg def;              /* --mode, --cpu-level, --seed, --speed */
     int max_arenas;
     int64_t spin_ns;           /* busy-poll this long after a datagram before blocking */
+    int64_t spin_window_end;   /* end of the current preemption-check window */
+    int64_t spin_off_until;    /* spinning backed off until then (a busy machine) */
+    int64_t spin_backoff_ns;   /* the next back-off's length */
+    long spin_ivcsw;           /* involuntary context switches at the window's start */
+    int spun;                  /* this window spun at least once */
+    uint64_t spin_backoffs;
     int64_t timeout_ns, sweep_ns; /* client timeout (0 = never) and how often to check it */
     int64_t now;               /* monotonic ns, read once per loop iteration */
     int64_t next_parent_check, next_sweep;
@@ -256,10 +273,12 @@ static void print_stats(void) {
     fprintf(stderr, " dup=%llu stale=%llu tx_fail=%llu tick=%u match_id=%u", (unsigned long long)S.dup,
             (unsigned long long)S.stale, (unsigned long long)S.udp.send_failed, tick, match);
     fprintf(stderr, " arenas_active=%d arenas_created=%llu arenas_reclaimed=%llu clients_timed_out=%llu"
-            " reset_retries=%llu replays_written=%llu replays_failed=%llu\n", bp_arenas_count(S.arenas),
+            " reset_retries=%llu replays_written=%llu replays_failed=%llu spin_backoffs=%llu\n",
+            bp_arenas_count(S.arenas),
             (unsigned long long)S.arenas_created, (unsigned long long)S.arenas_reclaimed,
             (unsigned long long)S.clients_timed_out, (unsigned long long)S.reset_retries,
-            (unsigned long long)S.replays_written, (unsigned long long)S.replays_failed);
+            (unsigned long long)S.replays_written, (unsigned long long)S.replays_failed,
+            (unsigned long long)S.spin_backoffs);
     fflush(stderr);
 }
 
@@ -1131,6 +1150,34 @@ static int block_until(int64_t until) {
     return 0;
 }
 
+static long involuntary_switches(void) {
+    struct rusage ru;
+    return getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_nivcsw : 0;
+}
+
+/* May the loop busy-poll now?  --spin-us, unless the machine has shown it has no core
+ * to spare (see --spin-us above): preempted too often in a window that spun. */
+static int may_spin(void) {
+    if (S.spin_ns <= 0 || S.now < S.spin_off_until) return 0;
+    if (S.now >= S.spin_window_end) {
+        long sw = involuntary_switches();
+        if (S.spun && sw - S.spin_ivcsw > SPIN_PREEMPT_MAX) {
+            S.spin_backoffs++;
+            S.spin_off_until = S.now + S.spin_backoff_ns;
+            S.spin_backoff_ns = S.spin_backoff_ns * 2 > SPIN_BACKOFF_MAX_NS ? SPIN_BACKOFF_MAX_NS
+                                                                            : S.spin_backoff_ns * 2;
+        } else if (S.spun) {
+            S.spin_backoff_ns = SPIN_BACKOFF_MIN_NS; /* a quiet window: the load is gone */
+        }
+        S.spin_ivcsw = sw;
+        S.spun = 0;
+        S.spin_window_end = S.now + SPIN_WINDOW_NS;
+        if (S.now < S.spin_off_until) return 0;
+    }
+    S.spun = 1;
+    return 1;
+}
+
 /* one loop: free-running ticks, chores, one batch of datagrams, then spin or
  * block.  The sim of a lockstep arena advances only inside the handlers. */
 static void serve(void) {
@@ -1160,7 +1207,7 @@ static void serve(void) {
             heard = 1;
             continue;
         }
-        if (heard && S.spin_ns > 0 && S.now - last_rx < S.spin_ns) continue; /* busy-poll */
+        if (heard && S.now - last_rx < S.spin_ns && may_spin()) continue; /* busy-poll */
         if (block_until(due < chore ? due : chore) < 0) break;
     }
 }
@@ -1278,6 +1325,7 @@ static int parse_option(const char *a, const char *v, const char **host, long *p
 static int parse_args(int argc, char **argv, const char **host, long *port) {
     S.def = (ArenaCfg){BP_MODE_LOCKSTEP, 0, 0, 1.0};
     S.max_arenas = DEFAULT_MAX_ARENAS;
+    S.spin_backoff_ns = SPIN_BACKOFF_MIN_NS;
     S.timeout_ns = (int64_t)(CLIENT_TIMEOUT_S * (double)NS_PER_S);
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return help(argv[0]);
