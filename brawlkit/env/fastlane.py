@@ -209,6 +209,7 @@ class FastLane:
         self._rows = np.zeros(2 * n_envs, np.int32)
         self._need = [0] * n_envs
         self.loaded = [False] * n_envs
+        self.parked = [False] * n_envs
         self._stepped = [False] * n_envs
         self.n_loaded = 0
         #: the lane's C reward (the first admitted env's, when the lane can compute it)
@@ -253,6 +254,7 @@ class FastLane:
         self.n_rewarded += self.rewarded[i]
         self.max_steps[i] = env.max_episode_steps or np.iinfo(np.int64).max
         self.loaded[i] = True
+        self.parked[i] = False
         self.n_loaded += 1
         self._stepped[i] = False
         if self._c_owns:
@@ -315,6 +317,13 @@ class FastLane:
         env._snap = P.snapshot_from_checked(self._answer(i))
         env._last_contact = time.monotonic()
 
+    def park(self, i: int) -> None:
+        """Leave env ``i`` in the lane but out of the next batched steps (its match is
+        over and it has nothing to play next: an evaluation's tail); its rows' outputs
+        are stale until it is admitted again."""
+        self.clients[2 * i].active = self.clients[2 * i + 1].active = 0
+        self.parked[i] = True
+
     def batchable(self) -> bool:
         """Whether the next vector step can be :meth:`step_batch`: every env in the lane
         with the lane's C reward."""
@@ -362,8 +371,9 @@ class FastLane:
         n = self.n_envs
         acts = self.actions
         acts[0::2] = actions
-        self._opponent_actions(envs, range(n))  # type: ignore[arg-type]
-        for i in range(n):
+        live = [i for i in range(n) if not self.parked[i]]
+        self._opponent_actions(envs, live)
+        for i in live:
             self._stepped[i] = True
         lib, base, rows = self._lib, self._base, self._rows.ctypes.data
         lib.bpv_send(base, 2 * n, acts.ctypes.data, self.action_repeat)

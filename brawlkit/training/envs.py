@@ -1,8 +1,8 @@
 """The envs of a training run, built in one place and closed together.
 
 A run needs a training vec env (``cfg.n_envs`` envs whose opponents come from the
-run's sampler), two evaluation envs (the deterministic policy against fixed CPU
-levels at each generation's end) and the game servers they play on.  How the
+run's sampler), the evaluation envs (the deterministic policy against fixed CPU
+levels at each generation's end, every match at once) and the game servers they play on.  How the
 training envs run is ``cfg.vec`` / ``cfg.ray``:
 
 * ``inproc`` (default): every env an arena of one :class:`ServerGroup` (a server
@@ -35,11 +35,10 @@ from brawlkit.env import BrawlpitEnv
 from brawlkit.env.rewards import make_reward
 from brawlkit.env.vecenv import NextOpponent, make_vec_env
 from brawlkit.training.config import TrainConfig
+from brawlkit.training.evaluate import EVAL_ARENAS
 from brawlkit.wire.cpu_level import CpuLevel
 from brawlkit.wire.server_process import ServerGroup
 
-#: evaluation envs: two, whatever the training width (episodes alternate between them)
-N_EVAL_ENVS = 2
 #: the opponent an env is built with before its sampler (or an evaluation) picks one
 _FIRST_OPPONENT = CpuLevel(1).spec
 
@@ -89,15 +88,13 @@ class TrainingEnvs(Closing):
             self.close()
             raise
 
-    def _servers(self, cfg: TrainConfig) -> ServerGroup | None:
-        """The local server group: every env's arena (inproc), the evaluation envs'
-        (ray), none (subproc: each env and evaluation env has a server of its own)."""
-        if cfg.ray is not None:
-            group = ServerGroup(min(N_EVAL_ENVS, cfg.n_envs), servers=1)
-        elif cfg.vec == "inproc":
-            group = ServerGroup(cfg.n_envs, servers=cfg.servers)
-        else:
-            return None
+    def _servers(self, cfg: TrainConfig) -> ServerGroup:
+        """The local server group: every env's arena (inproc), or the evaluation envs'
+        alone (subproc and ray: each training env or worker has a server of its own)."""
+        if cfg.vec == "inproc" and cfg.ray is None:  # the evaluation envs' arenas too
+            group = ServerGroup(cfg.n_envs + EVAL_ARENAS, servers=cfg.servers)
+        else:  # the training envs have servers of their own: one for the evaluation
+            group = ServerGroup(EVAL_ARENAS, servers=1)
         self._stack.callback(group.close)
         return group
 
@@ -110,8 +107,7 @@ class TrainingEnvs(Closing):
                                       servers_per_worker=max(1, cfg.servers))
             self._stack.callback(self.ray_venv.close)
             return VecMonitor(self.ray_venv)
-        group = self.group
-        if group is None:  # subproc: the sampler lives here; picks are pushed, one late
+        if cfg.vec != "inproc":  # subproc: the sampler lives here; picks are pushed, one late
             firsts = [sampler.sample() for _ in range(cfg.n_envs)]
 
             def env_fn(i: int) -> Any:
@@ -119,6 +115,8 @@ class TrainingEnvs(Closing):
                     opponent=firsts[i], reward=make_reward(cfg.reward), server_spin_us=0,
                     **kw), firsts[i])
         else:
+            group = self.group
+
             def env_fn(i: int) -> Any:
                 return lambda: BrawlpitEnv(
                     opponent=_FIRST_OPPONENT, opponent_sampler=sampler,
@@ -128,7 +126,8 @@ class TrainingEnvs(Closing):
         return venv
 
     def _eval_envs(self, cfg: TrainConfig) -> list[BrawlpitEnv]:
-        n_eval = min(N_EVAL_ENVS, cfg.n_envs)
+        """:data:`EVAL_ARENAS` evaluation envs: every level's matches of a generation's
+        evaluation play at once (training/evaluate.py ``play_matches``)."""
         kw = env_kwargs(cfg, training=False)
         evals: list[BrawlpitEnv] = []
 
@@ -137,10 +136,10 @@ class TrainingEnvs(Closing):
                 e.close()
         self._stack.callback(close_evals)
         group = self.group
-        for i in range(n_eval):
-            evals.append(BrawlpitEnv(opponent=_FIRST_OPPONENT, server=group.server_for(i), **kw)
-                         if group is not None else
-                         BrawlpitEnv(opponent=_FIRST_OPPONENT, parallel=n_eval, **kw))
+        first = cfg.n_envs if cfg.ray is None and cfg.vec == "inproc" else 0
+        for i in range(EVAL_ARENAS):
+            evals.append(BrawlpitEnv(opponent=_FIRST_OPPONENT, server=group.server_for(first + i),
+                                     **kw))
         return evals
 
     def callback(self, base: BaseCallback) -> BaseCallback:

@@ -13,9 +13,11 @@ episode with its own fixed match seed, so an evaluation is reproducible.
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +25,11 @@ import numpy as np
 
 from brawlkit.common.cli_args import add_json_flag, command_parser
 from brawlkit.common.stats import wilson_interval
+from brawlkit.common.progress import progress_bar
 from brawlkit.common.threads import limit_threads
 from brawlkit.env import BrawlpitEnv
-from brawlkit.env.actions import ACTION_NAMES, N_PATTERNS, action_patterns, spam_fraction
+from brawlkit.env.actions import ACT_DIM, ACTION_NAMES, N_PATTERNS, action_patterns, spam_fraction
+from brawlkit.env.fastlane import FastLane
 from brawlkit.env.observation import check_input_layout
 from brawlkit.env.rewards import OutcomeReward
 from brawlkit.export.actor import NumpyPolicy, load_checkpoint
@@ -36,6 +40,10 @@ from brawlkit.wire.cpu_level import CpuLevel
 from brawlkit.wire.server_process import ServerGroup
 
 PolicyFn = Callable[[np.ndarray], np.ndarray]
+
+#: arenas an evaluation plays at once by default (one server process; the per-step cost
+#: is one batched forward and one lane call whatever the width)
+EVAL_ARENAS = 32
 
 
 class SampledPolicy:
@@ -77,64 +85,101 @@ def play_episodes(
     lets a trainer reuse long-lived eval envs; otherwise ``n_envs`` temporary
     :class:`~brawlkit.env.BrawlpitEnv` are started (arenas of one server group) and closed.
     """
-    own = envs is None
-    group = None
-    if envs is None:
-        n = max(1, min(n_envs, episodes))
-        group = ServerGroup(n)
-        envs = [BrawlpitEnv(opponent=opponent, reward=OutcomeReward(), server=group.server_for(i),
-                            **(env_kwargs or {})) for i in range(n)]
-    results: list[dict[str, Any]] = []
-    try:
-        queue = list(range(episodes))
-        obs: dict[int, np.ndarray] = {}
-        counts: dict[int, np.ndarray] = {}
-        steps: dict[int, int] = {}
-        pressed: dict[int, np.ndarray] = {}
+    label = str(getattr(opponent, "label", opponent))
+    jobs = [(opponent, seed + j) for j in range(episodes)]
+    with _eval_envs(envs, n_envs, episodes, env_kwargs) as pool:
+        results = play_matches(policy, jobs, pool)
+    return summarize(results, label)
 
-        def start(i: int) -> None:
-            j = queue.pop(0)
-            o, _ = envs[i].reset(seed=seed + j, options={"opponent": opponent})
-            obs[i], counts[i], steps[i] = o, np.zeros(N_PATTERNS, np.int64), 0
-            pressed[i] = np.zeros(len(ACTION_NAMES) - 2, np.int64)
 
-        for i in range(len(envs)):
-            if queue:
-                start(i)
-        while obs:
-            active = sorted(obs)
-            acts = np.asarray(policy(np.stack([obs[i] for i in active])), np.float32)
-            for k, i in enumerate(active):
-                envs[i].step_send(acts[k])
-                counts[i][action_patterns(acts[k])[0]] += 1
-                pressed[i] += acts[k][2:] > 0
-            for i in active:
-                o, _, term, trunc, info = envs[i].step_recv()
-                steps[i] += 1
-                if term or trunc:
-                    results.append({
-                        "outcome": info.get("outcome") or "draw",
-                        "ticks": int(info.get("tick", 0)),
-                        "stock_diff": int(info["self_stocks"]) - int(info["other_stocks"]),
-                        "spam_fraction": spam_fraction(counts[i]),
-                        "steps": steps[i],
-                        "pressed": pressed[i] / max(steps[i], 1),
-                    })
-                    del obs[i]
-                    if queue:
-                        start(i)
-                else:
-                    obs[i] = o
-    finally:
-        if own:
-            for e in envs:
+@contextlib.contextmanager
+def _eval_envs(envs: Sequence[Any] | None, n_envs: int, matches: int,
+               env_kwargs: dict[str, Any] | None) -> Iterator[Sequence[Any]]:
+    """``envs``, or ``n_envs`` temporary ones (arenas of one server group) closed after."""
+    if envs is not None:
+        yield envs
+        return
+    n = max(1, min(n_envs, matches))
+    with ServerGroup(n) as group:
+        own = [BrawlpitEnv(opponent=CpuLevel(1).spec, reward=OutcomeReward(),
+                           server=group.server_for(i), **(env_kwargs or {})) for i in range(n)]
+        try:
+            yield own
+        finally:
+            for e in own:
                 e.close()
-        if group is not None:
-            group.close()
-    return summarize(results, str(getattr(opponent, "label", opponent)))
+
+
+def play_matches(policy: PolicyFn, jobs: Sequence[tuple[Any, int]], envs: Sequence[Any],
+                 on_match: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
+    """Play every ``(opponent, match seed)`` of ``jobs`` with ``policy``, as many at once as
+    there are ``envs``: each env an arena stepped by one fast lane (every arena's input,
+    reward and match end from one C call, ``policy`` called once per step on every arena
+    still playing), a finished match's env taking the next job.  Each result is one real
+    match: its opponent's label, seed, outcome, ticks, stock difference, steps, spam
+    fraction and share of steps each button was held; in the order they ended
+    (``on_match`` sees each as it ends, for progress)."""
+    envs = list(envs)[:max(1, min(len(envs), len(jobs)))]
+    if not jobs:
+        return []
+    first = envs[0]
+    lane = FastLane(len(envs), first.action_repeat, first.input_layout, first._poll_us)
+    n = len(envs)
+    queue = collections.deque(jobs)
+    job: list[tuple[Any, int] | None] = [None] * n
+    active = np.zeros(n, bool)
+    counts = np.zeros((n, N_PATTERNS), np.int64)
+    pressed = np.zeros((n, len(ACTION_NAMES) - 2), np.int64)
+    steps = np.zeros(n, np.int64)
+    acts = np.zeros((n, ACT_DIM), np.float32)
+    results: list[dict[str, Any]] = []
+
+    def start(i: int) -> None:
+        opp, match_seed = job[i] = queue.popleft()
+        envs[i].reset(seed=match_seed, options={"opponent": opp})
+        if not lane.admit(i, envs[i]):
+            raise ValueError("evaluation envs must be lockstep without input delay "
+                             f"(env {i}: mode {envs[i].mode}, input_delay {envs[i].input_delay})")
+        counts[i], pressed[i], steps[i], active[i] = 0, 0, 0, True
+
+    try:
+        for i in range(n):
+            start(i)
+        while active.any():
+            idx = np.flatnonzero(active)
+            acts[idx] = np.asarray(policy(lane.inputs[0::2][idx]), np.float32)
+            counts[idx, action_patterns(acts[idx])] += 1
+            pressed[idx] += acts[idx, 2:] > 0
+            steps[idx] += 1
+            ticks = lane.view["tick"][0::2].copy()
+            _, _, _, term, trunc = lane.step_batch(envs, acts)
+            for i in np.flatnonzero(active & (term | trunc)).tolist():
+                info = lane.episode_info(i, envs[i], int(lane.view["tick"][2 * i]) - int(ticks[i]))
+                opp, match_seed = job[i]  # type: ignore[misc]
+                res = {
+                    "opponent": str(getattr(opp, "label", opp)), "seed": match_seed,
+                    "outcome": info.get("outcome") or "draw", "ticks": int(info.get("tick", 0)),
+                    "stock_diff": int(info["self_stocks"]) - int(info["other_stocks"]),
+                    "spam_fraction": spam_fraction(counts[i]), "steps": int(steps[i]),
+                    "pressed": pressed[i] / max(int(steps[i]), 1),
+                }
+                results.append(res)
+                if on_match is not None:
+                    on_match(res)
+                if queue:
+                    start(i)
+                else:
+                    active[i] = False
+                    lane.park(i)
+    finally:
+        for i, env in enumerate(envs):
+            lane.release(i, env)
+    return results
 
 
 def summarize(results: list[dict[str, Any]], opponent: str) -> dict[str, Any]:
+    """Counts, rates and playstyle of one opponent's matches; ``matches`` keeps each
+    match (seed, outcome, ticks) for whoever records them."""
     n = len(results)
     wins = sum(r["outcome"] == "win" for r in results)
     draws = sum(r["outcome"] == "draw" for r in results)
@@ -156,6 +201,7 @@ def summarize(results: list[dict[str, Any]], opponent: str) -> dict[str, Any]:
         # press-only button (the finisher) shows up here
         "press_rate": {name: round(float(np.mean([r["pressed"][b] for r in results])), 4)
                        if n else 0.0 for b, name in enumerate(ACTION_NAMES[2:])},
+        "matches": [{k: r[k] for k in ("seed", "outcome", "ticks", "stock_diff")} for r in results],
     }
 
 
@@ -163,16 +209,27 @@ def evaluate_model(model: Any, levels: Sequence[int], episodes: int, envs: Seque
                    meta: PolicyMeta, seed: int = 1_000_000) -> dict[str, dict[str, Any]]:
     """A live SB3 model vs each CPU level, the same match seeds every call: the
     deterministic policy (what ships; the top-level numbers) and, under ``"sampled"``,
-    the stochastic one PPO trains with."""
+    the stochastic one PPO trains with.  Every level's matches play at once, as many as
+    there are ``envs``."""
     det = NumpyPolicy.from_sb3(model.policy, meta)
     sampled = SampledPolicy.from_sb3(model.policy, meta, seed)
+    cpus = [CpuLevel(lv) for lv in levels]
+    jobs = [(cpu.spec, seed + 1000 * cpu.level + j) for cpu in cpus for j in range(episodes)]
+    by_det = _by_opponent(play_matches(det, jobs, envs))
+    by_sampled = _by_opponent(play_matches(sampled, jobs, envs))
     out = {}
-    for lv in levels:
-        s = seed + 1000 * lv
-        cpu = CpuLevel(lv)
-        res = play_episodes(det, cpu.spec, episodes, s, envs=envs)
-        res["sampled"] = play_episodes(sampled, cpu.spec, episodes, s, envs=envs)
+    for cpu in cpus:
+        res = summarize(by_det.get(cpu.spec, []), cpu.spec)
+        res["sampled"] = summarize(by_sampled.get(cpu.spec, []), cpu.spec)
         out[cpu.key] = res
+    return out
+
+
+def _by_opponent(results: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Match results grouped by opponent label, each group in seed order."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for r in sorted(results, key=lambda r: r["seed"]):
+        out.setdefault(r["opponent"], []).append(r)
     return out
 
 
@@ -222,44 +279,42 @@ def opponent_seed(opponent: str) -> int:
 
 
 def evaluate_shipped(checkpoint: str | Path, opponents: tuple[str, ...], matches: int,
-                     n_envs: int = 2, progress: bool = True) -> dict[str, dict[str, Any]]:
+                     n_envs: int = EVAL_ARENAS, progress: bool = True) -> dict[str, dict[str, Any]]:
     """The deterministic policy of ``checkpoint`` against each opponent on ``matches``
-    fresh seeds: win/draw/loss, the win rate's 95 % Wilson interval, the playstyle."""
+    fresh seeds: win/draw/loss, the win rate's 95 % Wilson interval, the playstyle.  All
+    opponents' matches play at once on ``n_envs`` arenas of one server."""
     limit_threads()
     det, _ = load_policies(checkpoint)
     kw: dict[str, Any] = {"action_repeat": det.meta.action_repeat,
                           "input_layout": det.meta.input_layout}
-    group = ServerGroup(n_envs)
-    envs = [BrawlpitEnv(opponent=CpuLevel(1).spec, reward=OutcomeReward(),
-                        server=group.server_for(i), **kw) for i in range(n_envs)]
-    bar = _bar(len(opponents), f"eval {Path(checkpoint).name}", progress)
-    out: dict[str, dict[str, Any]] = {}
+    specs = {opp: (BaselinePolicy() if opp == BASELINE_ID else opp) for opp in opponents}
+    jobs = [(specs[opp], opponent_seed(opp) + j) for opp in opponents for j in range(matches)]
+    bar = _bar(len(jobs), f"eval {Path(checkpoint).name}", progress)
+
+    def tick(res: dict[str, Any]) -> None:
+        if bar is not None:
+            bar.update(1)
+
     try:
-        for opp in opponents:
-            spec: Any = BaselinePolicy() if opp == BASELINE_ID else opp
-            res = play_episodes(det, spec, matches, opponent_seed(opp), envs=envs)
-            lo, hi = wilson_interval(res["wins"], res["episodes"])
-            out[opp] = {k: res[k] for k in ("episodes", "wins", "draws", "losses", "win_rate",
-                                            "spam_fraction", "press_rate", "mean_ticks")}
-            out[opp]["win_ci"] = [round(lo, 4), round(hi, 4)]
-            if bar is not None:
-                bar.update(1)
-                bar.set_postfix_str(f"{opp} {res['win_rate']:.2f}")
+        with _eval_envs(None, n_envs, len(jobs), kw) as envs:
+            by_opp = _by_opponent(play_matches(det, jobs, envs, on_match=tick))
     finally:
         if bar is not None:
             bar.close()
-        for e in envs:
-            e.close()
-        group.close()
+    out: dict[str, dict[str, Any]] = {}
+    for opp in opponents:
+        res = summarize(by_opp.get(str(getattr(specs[opp], "label", opp)), []), opp)
+        lo, hi = wilson_interval(res["wins"], res["episodes"])
+        out[opp] = {k: res[k] for k in ("episodes", "wins", "draws", "losses", "win_rate",
+                                        "spam_fraction", "press_rate", "mean_ticks", "matches")}
+        out[opp]["win_ci"] = [round(lo, 4), round(hi, 4)]
     return out
 
 
 def _bar(total: int, desc: str, enabled: bool) -> Any:
     if not enabled:
         return None
-    from tqdm.auto import tqdm  # tqdm.auto: a widget in Jupyter, text in a terminal
-
-    return tqdm(total=total, desc=desc, unit="opponent", file=sys.stderr)
+    return progress_bar(total=total, desc=desc, unit="match")
 
 
 def playstyle(ev: dict[str, dict[str, Any]]) -> dict[str, Any]:

@@ -429,19 +429,20 @@ class ImitationResult:
 
 
 def _evaluate(model: Any, cfg: TrainConfig) -> dict[str, dict[str, Any]]:
-    """A training generation's evaluation (``evaluate_model`` on two envs of a server
-    group), or nothing with ``--eval-episodes 0``."""
+    """A training generation's evaluation (``evaluate_model`` on the evaluation arenas of
+    one server), or nothing with ``--eval-episodes 0``."""
     if not cfg.eval_episodes or not cfg.eval_levels:
         return {}
     from brawlkit.env import BrawlpitEnv
-    from brawlkit.training.envs import N_EVAL_ENVS, env_kwargs
-    from brawlkit.training.evaluate import evaluate_model
+    from brawlkit.training.envs import env_kwargs
+    from brawlkit.training.evaluate import EVAL_ARENAS, evaluate_model
     from brawlkit.training.ppo import policy_meta
     from brawlkit.wire.server_process import ServerGroup
 
-    with ServerGroup(N_EVAL_ENVS) as group:
+    n = min(EVAL_ARENAS, len(cfg.eval_levels) * cfg.eval_episodes)
+    with ServerGroup(n) as group:
         envs = [BrawlpitEnv(opponent="cpu:1", server=group.server_for(i),
-                            **env_kwargs(cfg, training=False)) for i in range(N_EVAL_ENVS)]
+                            **env_kwargs(cfg, training=False)) for i in range(n)]
         try:
             return evaluate_model(model, cfg.eval_levels, cfg.eval_episodes, envs, policy_meta(cfg))
         finally:

@@ -71,6 +71,10 @@ def spin_rule(parallel: int) -> int:
     return DEFAULT_SPIN_US if parallel < usable_cores() else 0
 
 
+#: brawlpit_server's own --max-arenas default (native/src/server.c DEFAULT_MAX_ARENAS)
+DEFAULT_MAX_ARENAS = 64
+
+
 def default_server_count(n_envs: int) -> int:
     """Server processes for ``n_envs`` envs stepped together, each hosting a share of them
     as arenas: one per core the trainer leaves free (so every server may busy-poll),
@@ -299,7 +303,8 @@ def parse_stats_line(text: bytes | str) -> dict[str, int]:
 class ServerGroup(Closing):
     """The server processes a set of envs stepped together shares: ``n_envs`` arenas
     spread over ``servers`` processes (0 = :func:`default_server_count`), each told
-    how many processes run side by side so :func:`spin_rule` decides its busy-poll.
+    how many processes run side by side so :func:`spin_rule` decides its busy-poll, and
+    allowed twice its share of arenas (``--max-arenas``).
 
     >>> group = ServerGroup(8)                 # 2 cores: one process, 8 arenas
     >>> envs = [BrawlpitEnv(server=group.server_for(i)) for i in range(8)]
@@ -313,6 +318,10 @@ class ServerGroup(Closing):
         k = servers or default_server_count(n_envs)
         k = min(k, n_envs)
         kwargs.setdefault("parallel", k)
+        # room for every env's arena on its server, twice over (an env that re-joins after
+        # a timeout holds a second arena until the first is reclaimed): a wide run never
+        # fails on the server's default limit (64) when its evaluation envs join
+        kwargs.setdefault("max_arenas", max(DEFAULT_MAX_ARENAS, 2 * -(-n_envs // k)))
         self.servers: list[ServerProcess] = []
         try:
             for _ in range(k):  # spawned first, then waited for: start-up overlaps
