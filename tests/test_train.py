@@ -269,3 +269,22 @@ def test_an_exploiters_reset_returns_to_the_init_from_weights(tmp_path):
     plain = TrainConfig(role="main_exploiter", n_envs=1)
     a, b = (params(_fresh_weights(plain, env, 2, None).policy) for _ in range(2))
     assert torch.equal(a, b) and not torch.equal(a, ref)
+
+
+@pytest.mark.training
+def test_the_widest_width_trains_a_generation_and_evaluates_it(tmp_path):
+    """At MAX_N_ENVS the training arenas and the evaluation's share one server (the old
+    limit of 64 arenas lost a whole generation at its first evaluation, "server full"),
+    and every batched step stays in the fast lane."""
+    from brawlkit.training.config import MAX_N_ENVS
+    from brawlkit.training.ppo import train
+
+    cfg = TrainConfig(n_envs=MAX_N_ENVS, n_steps=8, batch_size=1024, n_epochs=1,
+                      steps_per_generation=8 * MAX_N_ENVS, generations=1, eval_levels=(1,),
+                      eval_episodes=1)
+    res = train(cfg, run_dir=tmp_path / "run", progress=False)
+    meta = json.loads(res.checkpoints[0].with_suffix(".json").read_text())
+    assert meta["eval"]["cpu_1"]["episodes"] == 1
+    assert meta["lane"]["fallbacks"] == 0 and meta["lane"]["batched_steps"] >= 8
+    with pytest.raises(ValueError, match="n_envs must be <="):
+        TrainConfig(n_envs=MAX_N_ENVS + 1).validate()

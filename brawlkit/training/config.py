@@ -39,6 +39,11 @@ def _opt(default: Any, help: str, **cli: Any) -> Any:
     return field(default=default, metadata={"help": help, **cli})
 
 
+#: the widest training width: tests/test_train.py trains a generation at it (its arenas
+#: and the evaluation's on one server, never "server full"), bench train measures up to it
+MAX_N_ENVS = 256
+
+
 @dataclass
 class TrainConfig:
     """Everything a training run depends on; stored in every checkpoint's metadata."""
@@ -166,6 +171,9 @@ class TrainConfig:
             raise ValueError(f"main_pfsp_window must be >= 0 (0 = all), got {self.main_pfsp_window}")
         if self.exploiter_reset_every < 1:
             raise ValueError(f"exploiter_reset_every must be >= 1, got {self.exploiter_reset_every}")
+        if self.n_envs > MAX_N_ENVS:
+            raise ValueError(f"n_envs must be <= {MAX_N_ENVS} (the widest width tested; "
+                             f"docs/cli.md), got {self.n_envs}")
         if self.ray_workers < 1 or (self.ray is not None and self.ray_workers > self.n_envs):
             raise ValueError(f"ray_workers must be in 1..n_envs ({self.n_envs}), got "
                              f"{self.ray_workers}: every Ray env worker plays at least one env")

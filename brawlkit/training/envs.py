@@ -142,6 +142,14 @@ class TrainingEnvs(Closing):
                                      **kw))
         return evals
 
+    def lane_stats(self) -> dict[str, int]:
+        """The training vec env's fast-lane counters so far (docs/benchmarks.md): vector
+        steps, batched ones, env steps handed back to Python (``fallbacks``: a defect)
+        and commands re-sent; zeros when the envs are not stepped by a lane."""
+        lane = getattr(getattr(self.venv, "venv", self.venv), "lane", None)
+        keys = ("steps", "batched_steps", "fallbacks", "resends")
+        return {k: int(getattr(lane, k, 0)) for k in keys}
+
     def callback(self, base: BaseCallback) -> BaseCallback:
         """``base``, plus the Ray workers' pool sync and logging when the envs are Ray's."""
         if self.ray_venv is None:

@@ -311,6 +311,7 @@ class _Generations(Closing):
             "selection_score": selection_score(evals),
             "member": self.league.member_id(gen) if self.league else None,
             "reset_after": reset,
+            "lane": self.envs.lane_stats(),
         }
 
     def close(self) -> None:
