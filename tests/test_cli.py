@@ -52,7 +52,7 @@ def test_bench_native_json() -> None:
 @pytest.mark.servers
 @pytest.mark.training
 def test_bench_train_json_small() -> None:
-    r = brawlkit("bench", "train", "--steps", "512", "--n-envs", "1", "--no-subproc",
+    r = brawlkit("bench", "train", "--steps", "512", "--widths", "1", "--no-subproc",
                  "--no-profile", "--repeats", "2", "--json")
     assert r.returncode == 0, r.stderr
     row = last_json(r.stdout)["n_envs"]["1"]

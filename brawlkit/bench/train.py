@@ -74,20 +74,23 @@ def _make_venv(kind: str, n_envs: int, vec: str, ray: str | None = None,
     return VecMonitor(make_vec_env(fns, vec=vec)), group
 
 
-def _model(venv: Any, n_steps: int) -> Any:
-    """PPO with the training defaults, the rollout length fixed to ``n_steps``."""
+def _model(venv: Any, n_steps: int, **ppo: Any) -> Any:
+    """PPO with the training defaults, the rollout length fixed to ``n_steps`` (and
+    ``ppo``'s minibatch / epochs)."""
 
-    cfg = TrainConfig(n_envs=venv.num_envs, n_steps=n_steps, steps_per_generation=n_steps * venv.num_envs)
+    cfg = TrainConfig(n_envs=venv.num_envs, n_steps=n_steps,
+                      steps_per_generation=n_steps * venv.num_envs, **ppo)
     return build_model(cfg, venv)
 
 
 def measure(kind: str, n_envs: int, steps: int, vec: str = "inproc", n_steps: int = 512,
-            profile: bool = False, ray: str | None = None, ray_workers: int = 2) -> dict[str, Any]:
+            profile: bool = False, ray: str | None = None, ray_workers: int = 2,
+            **ppo: Any) -> dict[str, Any]:
     """PPO env-steps/s (rollouts + updates) on ``kind`` = brawlpit | dummy (``ray``: the
-    BRAWLPIT envs in Ray env workers)."""
+    BRAWLPIT envs in Ray env workers); ``ppo``: ``batch_size`` / ``n_epochs``."""
     venv, group = _make_venv(kind, n_envs, vec, ray, ray_workers)
     try:
-        model = _model(venv, n_steps)
+        model = _model(venv, n_steps, **ppo)
         model.learn(n_steps * n_envs)  # warm-up: servers, torch, first reset
         prof = cProfile.Profile() if profile else None
         n0 = model.num_timesteps
@@ -211,14 +214,55 @@ def run_ray(steps: int = 4096, n_envs: int = 16, address: str = "local", workers
             "ray_ratio": round(best_ray / best_local, 3)}
 
 
+def run_grid(steps: int, widths: tuple[int, ...], batches: tuple[int, ...],
+             epochs: tuple[int, ...], n_steps: int = 256) -> dict[str, Any]:
+    """PPO env-steps/s on BRAWLPIT and on the zero-cost env for every (n_envs, minibatch,
+    epochs) of the grid, side by side: where the machine's throughput lies."""
+    limit_threads()
+    cells = []
+    for n in widths:
+        for b in batches:
+            for e in epochs:
+                real = measure("brawlpit", n, steps, n_steps=n_steps, batch_size=b,
+                               n_epochs=e)["steps_per_s"]
+                zero = measure("dummy", n, steps, n_steps=n_steps, batch_size=b,
+                               n_epochs=e)["steps_per_s"]
+                cells.append({"n_envs": n, "batch_size": b, "n_epochs": e, "n_steps": n_steps,
+                              "brawlpit_steps_per_s": round(real, 1),
+                              "dummy_steps_per_s": round(zero, 1), "ratio": round(real / zero, 3)})
+    best = max(cells, key=lambda c: c["brawlpit_steps_per_s"])
+    return {"steps": steps, "grid": cells, "best": best}
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in text.split(",") if x.strip())
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = command_parser("bench train", __doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--steps", type=int, default=4096, help="measured env steps per configuration")
-    ap.add_argument("--n-envs", default="1,2,4,8",
-                    help="comma list of widths (default 1,2,4,8; keys n<N>_ratio)")
-    ap.add_argument("--no-subproc", action="store_true", help="skip the SubprocVecEnv comparison")
-    ap.add_argument("--no-profile", action="store_true", help="skip the cProfile breakdown")
+    ap.add_argument("--steps", type=int, default=None,
+                    help="measured env steps (headline: per generation, default 200000; "
+                    "--widths/--grid: per configuration, default 4096)")
+    ap.add_argument("--n-envs", type=int, default=None,
+                    help="headline: the width to run the recipe at (default: the recipe's)")
+    ap.add_argument("--n-steps", type=int, default=None, help="headline: rollout length per env")
+    ap.add_argument("--batch-size", type=int, default=None, help="headline: PPO minibatch")
+    ap.add_argument("--n-epochs", type=int, default=None, help="headline: PPO epochs")
+    ap.add_argument("--no-busy", action="store_true",
+                    help="headline: skip the runs beside two CPU-bound processes")
+    ap.add_argument("--widths", default=None, metavar="LIST",
+                    help="instead: SB3 PPO on BRAWLPIT vs the zero-cost env at each width of the "
+                    "comma LIST (e.g. 1,2,4,8; keys n<N>_ratio)")
+    ap.add_argument("--grid", action="store_true",
+                    help="instead: PPO on BRAWLPIT vs the zero-cost env over --grid-envs x "
+                    "--grid-batch x --grid-epochs")
+    ap.add_argument("--grid-envs", default="32,64,128", help="--grid widths (default 32,64,128)")
+    ap.add_argument("--grid-batch", default="1024,2048,4096",
+                    help="--grid minibatches (default 1024,2048,4096)")
+    ap.add_argument("--grid-epochs", default="1,2,4", help="--grid epochs (default 1,2,4)")
+    ap.add_argument("--no-subproc", action="store_true", help="--widths: skip the SubprocVecEnv comparison")
+    ap.add_argument("--no-profile", action="store_true", help="--widths: skip the cProfile breakdown")
     ap.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
                     help="instead: local vec env vs Ray env workers, side by side (ADDRESS: a "
                     "running cluster; omitted or 'local': a local Ray instance)")
@@ -226,25 +270,44 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ray-n-envs", type=int, default=16,
                     help="with --ray: envs (default 16: 8 per worker share each step round trip)")
     ap.add_argument("--repeats", type=int, default=2,
-                    help="alternate the compared runs this many times and keep the best of each "
-                    "(default 2)")
+                    help="--widths/--ray: alternate the compared runs this many times and keep "
+                    "the best of each (default 2)")
     add_json_flag(ap)
     args = ap.parse_args(argv)
     if args.ray is not None:
-        r = run_ray(args.steps, args.ray_n_envs, args.ray, args.ray_workers, args.repeats)
+        r = run_ray(args.steps or 4096, args.ray_n_envs, args.ray, args.ray_workers, args.repeats)
         if args.json:
             print(json.dumps(r))
         else:
-            print(f"PPO env-steps/s over {args.steps} steps, {r['ray_n_envs']} envs: local "
+            print(f"PPO env-steps/s over {r['steps']} steps, {r['ray_n_envs']} envs: local "
                   f"{r['local_steps_per_s']:.1f}, {r['ray_workers']} Ray env workers "
                   f"{r['ray_steps_per_s']:.1f}, ray_ratio {r['ray_ratio']:.3f} (target >= 0.8)")
         return 0
-    res = run(args.steps, tuple(int(x) for x in args.n_envs.split(",")), not args.no_subproc,
+    if args.grid:
+        g = run_grid(args.steps or 4096, _ints(args.grid_envs), _ints(args.grid_batch),
+                     _ints(args.grid_epochs))
+        if args.json:
+            print(json.dumps(g))
+            return 0
+        print(f"PPO env-steps/s over {g['steps']} steps per cell (BRAWLPIT / zero-cost env)")
+        for c in g["grid"]:
+            print(f"  n_envs {c['n_envs']:4d} minibatch {c['batch_size']:5d} epochs {c['n_epochs']}: "
+                  f"brawlpit {c['brawlpit_steps_per_s']:9.1f}  zero-cost {c['dummy_steps_per_s']:9.1f}"
+                  f"  ratio {c['ratio']:.3f}")
+        return 0
+    if args.widths is None:
+        from brawlkit.bench import loop
+
+        res = loop.run(args.steps or 200_000, busy=not args.no_busy, n_envs=args.n_envs,
+                       n_steps=args.n_steps, batch_size=args.batch_size, n_epochs=args.n_epochs)
+        print(json.dumps(res) if args.json else loop.format_report(res))
+        return 0
+    res = run(args.steps or 4096, _ints(args.widths), not args.no_subproc,
               not args.no_profile, args.repeats)
     if args.json:
         print(json.dumps(res))
         return 0
-    print(f"PPO env-steps/s over {args.steps} steps (ratio = brawlpit / zero-cost dummy; target >= 0.75)")
+    print(f"PPO env-steps/s over {res['steps']} steps (ratio = brawlpit / zero-cost dummy; target >= 0.75)")
     for n, row in res["n_envs"].items():
         extra = (f"  subproc {row['subproc_brawlpit_steps_per_s']:8.1f} (ratio {row['subproc_ratio']:.3f})"
                  if "subproc_ratio" in row else "")

@@ -152,7 +152,7 @@ def _view_dtype() -> np.dtype:
     reads for every arena at once (status, reward, tiers, and from the answering
     SNAPSHOT's bytes the tick, clock and phase)."""
     snap = BpvClient.snap.offset
-    hdr, match = ctypes.sizeof(P.NetHeader), P.SnapshotPacket.match.offset
+    match = P.SnapshotPacket.match.offset
     return np.dtype({
         "names": ["status", "reward", "tiers", "tick", "ticks_left", "phase"],
         "formats": ["<i4", "<f8", ("<f8", len(LANE_TIERS)), "<u4", "<u4", "u1"],
@@ -203,7 +203,7 @@ class FastLane:
         self._base = ctypes.addressof(self.clients)
         self._size = ctypes.sizeof(BpvClient)
         self._snap_off = BpvClient.snap.offset
-        self.view = np.frombuffer(self.clients, _view_dtype())
+        self.view = np.frombuffer(memoryview(self.clients).cast("B"), _view_dtype())
         self.actions = np.zeros((2 * n_envs, ACT_DIM), np.float32)
         self.inputs = np.zeros((2 * n_envs, self.dim), np.float32)
         self._rows = np.zeros(2 * n_envs, np.int32)

@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 
 from brawlkit.common.cli_args import add_json_flag, command_parser
-from brawlkit.common.stats import wilson_interval
 from brawlkit.common.progress import progress_bar
+from brawlkit.common.stats import wilson_interval
 from brawlkit.common.threads import limit_threads
 from brawlkit.env import BrawlpitEnv
 from brawlkit.env.actions import ACT_DIM, ACTION_NAMES, N_PATTERNS, action_patterns, spam_fraction
