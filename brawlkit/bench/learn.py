@@ -54,7 +54,7 @@ from brawlkit.league.records import BASELINE_ID, ROLES
 from brawlkit.training import league_run
 from brawlkit.training.checkpoints import list_checkpoints
 from brawlkit.training.config import RunOptions, TrainConfig, config_fields
-from brawlkit.training.evaluate import evaluate_shipped, playstyle
+from brawlkit.training.evaluate import EVAL_ARENAS, evaluate_shipped, playstyle
 from brawlkit.training.imitation import ImitationConfig, imitate
 from brawlkit.training.ppo import train
 from brawlkit.wire.cpu_level import CPU_LEVELS, CpuLevel
@@ -279,7 +279,7 @@ def pooled(per_seed: list[dict[str, Any]], opponents: tuple[str, ...]) -> dict[s
 
 # ------------------------------------------------------------------- the run
 def run(cfg: LearnConfig, out: Path, seeds: tuple[int, ...] | None = None,
-        progress: bool = True, eval_envs: int = 2) -> dict[str, Any]:
+        progress: bool = True, eval_envs: int = EVAL_ARENAS) -> dict[str, Any]:
     """Train (where not done yet) and evaluate every seed; the whole result."""
     per_seed = []
     for seed in seeds or cfg.seeds:
@@ -371,7 +371,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", default=None, help="comma list overriding the recipe's seeds")
     ap.add_argument("--out", default=None, help="where the runs go (default runs/bench/NAME)")
     ap.add_argument("--matches", type=int, default=None, help="fresh matches per opponent")
-    ap.add_argument("--eval-envs", type=int, default=2, help="evaluation envs (default 2)")
+    ap.add_argument("--eval-envs", type=int, default=EVAL_ARENAS,
+                    help=f"evaluation arenas, every opponent's matches at once (default {EVAL_ARENAS})")
     add_progress_flag(ap)
     add_json_flag(ap)
     args = ap.parse_args(argv)

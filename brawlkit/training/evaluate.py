@@ -246,7 +246,8 @@ def load_policies(checkpoint: str | Path, sampled_seed: int = 0
 
 
 def evaluate(
-    checkpoint: str | Path, vs: str = "cpu:3", episodes: int = 10, seed: int = 0, n_envs: int = 2
+    checkpoint: str | Path, vs: str = "cpu:3", episodes: int = 10, seed: int = 0,
+    n_envs: int = EVAL_ARENAS,
 ) -> dict[str, Any]:
     """Win / draw / loss rates of ``checkpoint`` (an SB3 zip) against ``vs``, played at
     the action repeat and input layout it was trained with: the deterministic policy
@@ -344,7 +345,8 @@ def main(argv: list[str] | None = None) -> int:
                     "member; default cpu:3)")
     ap.add_argument("--episodes", type=int, default=10, help="matches to play (default 10)")
     ap.add_argument("--seed", type=int, default=0, help="match seed of episode 0; episode j uses seed+j")
-    ap.add_argument("--n-envs", type=int, default=2, help="servers played in parallel (default 2)")
+    ap.add_argument("--n-envs", type=int, default=EVAL_ARENAS,
+                    help=f"matches played at once, arenas of one server (default {EVAL_ARENAS})")
     add_json_flag(ap)
     args = ap.parse_args(argv)
     if not Path(args.checkpoint).is_file():
