@@ -4,6 +4,9 @@ PostgreSQL, through the commands a user runs:
 
 * ``registry push`` of a league directory whose log holds lines the match-record
   rule refuses: the good matches go, the bad lines are named, nothing is stuck;
+  and of one holding files that are not regular files inside it (issue 30): a FIFO,
+  symlinks to /dev/zero and out of the directory, sparse files over the caps — only
+  the sound member and matches leave the machine;
 * names and times the registry refuses with 422 naming the field;
 * revocation (``registry revoke-agent`` and ``POST /agents/{id}/revoke``);
 * one database per data directory;
@@ -34,8 +37,9 @@ import pytest
 import requests
 from helpers import ROOT, add_agent
 from helpers import RegistryServer as Server
-from test_hostile_input import BAD_LINES, hostile_league
+from test_hostile_input import BAD_LINES, hostile_league, trapped_league
 from test_registry_service import (  # noqa: F401 - db_url and serve: the fixtures, shared
+    bpw,
     db_url,
     get_token,
     metadata,
@@ -118,6 +122,36 @@ def test_push_is_never_stuck_on_a_record_the_registry_refuses(
         assert sync.push(matches=[*good[:2], forged, *good[2:]]) is True
     assert sync.pending_matches == [] and len(sync.refused) == 1
     assert len(client.matches()) == 5
+
+
+def test_push_sends_only_regular_files_inside_the_league(
+        serve: Callable[..., Server], db_url: str, tmp_path: Path) -> None:
+    """An artifact symlinked to a file elsewhere (``/etc/hostname`` was pushed as a
+    checkpoint, for every reader to download), a FIFO, /dev/zero or a sparse file as a
+    checkpoint, a member record symlinked from outside: none leaves the machine, each
+    is named with the reason, and the push neither hangs nor runs out of memory."""
+    srv = serve()
+    pusher = ("pusher", add_agent(db_url, "pusher", "write"))
+    reader = get_token(srv, "r", add_agent(db_url, "r", "read"))
+    t = trapped_league(tmp_path, bpw(0))
+    r = registry_cli("push", "--url", srv.url, "--league-dir", str(t.league.path),
+                     agent=pusher, timeout=60)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-3000:]
+    assert "pushed 1 member(s) and 1 new match(es)" in r.stdout, r.stdout
+    assert f"{len(t.withheld)} member(s) not uploaded" in r.stdout, r.stdout
+    lines = r.stderr.splitlines()
+    for path, says in t.skipped:
+        hit = [ln for ln in lines if f"{path}: skipped, " in ln]
+        assert len(hit) == 1 and says in hit[0], (path, says, r.stderr[-3000:])
+    for mem_id, path, says in t.withheld:
+        hit = [ln for ln in lines if f"member {mem_id} not uploaded: {path}: " in ln]
+        assert len(hit) == 1 and says in hit[0], (mem_id, says, r.stderr[-3000:])
+    listed = requests.get(f"{srv.url}/checkpoints", headers=reader, timeout=30).json()
+    assert [c["id"] for c in listed] == ["main-ok-g0001"]
+    got = requests.get(f"{srv.url}/checkpoints/main-ok-g0001/checkpoint", headers=reader,
+                       timeout=30)
+    assert got.content == t.good_ckpt and t.secret not in got.content
+    assert [(m["time"], m["b"]) for m in stored_matches(srv, reader)] == [(10.0, "cpu:3")]
 
 
 @pytest.mark.parametrize("over,field", [

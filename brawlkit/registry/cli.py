@@ -433,11 +433,13 @@ def _sync(args: argparse.Namespace, client: RegistryClient) -> int:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # printed below, once each, without a traceback
             sent, accepted = sync.push_all()
-        for line in sync.skipped + sync.refused + ([sync.clash] if sync.clash else []):
+        for line in (sync.skipped + sync.withheld + sync.refused
+                     + ([sync.clash] if sync.clash else [])):
             print(f"registry push: {line}", file=sys.stderr)
         print(f"pushed {sent} member(s) and {accepted} new match(es) to {args.url}"
-              + (f"; skipped {len(sync.skipped)} log line(s) the match-record rule refuses"
-                 if sync.skipped else "")
+              + (f"; skipped {len(sync.skipped)} log line(s) or file(s) the league's "
+                 "readers refuse" if sync.skipped else "")
+              + (f"; {len(sync.withheld)} member(s) not uploaded" if sync.withheld else "")
               + (f"; {len(sync.refused)} match(es) the registry refused" if sync.refused
                  else ""))
         return 0
