@@ -144,10 +144,10 @@ def test_push_sends_only_regular_files_inside_the_league(
     lines = r.stderr.splitlines()
     for path, says in t.skipped:
         hit = [ln for ln in lines if f"{path}: skipped, " in ln]
-        assert len(hit) == 1 and says in hit[0], (path, says, r.stderr[-3000:])
+        assert len(hit) == 1 and f"{path}: skipped, {says}" in hit[0], (path, r.stderr[-3000:])
     for mem_id, path, says in t.withheld:
-        hit = [ln for ln in lines if f"member {mem_id} not uploaded: {path}: " in ln]
-        assert len(hit) == 1 and says in hit[0], (mem_id, says, r.stderr[-3000:])
+        hit = [ln for ln in lines if f"member {mem_id} not uploaded: " in ln]
+        assert len(hit) == 1 and f"not uploaded: {path}: {says}" in hit[0], (mem_id, hit)
     listed = requests.get(f"{srv.url}/checkpoints", headers=reader, timeout=30).json()
     assert [c["id"] for c in listed] == ["main-ok-g0001"]
     got = requests.get(f"{srv.url}/checkpoints/main-ok-g0001/checkpoint", headers=reader,

@@ -19,8 +19,9 @@ plus ``RESOLVE_NO_SYMLINKS`` would have it, with what Python offers on every Lin
   symbolic link anywhere below ``root`` is refused, wherever it points (the pool
   itself never makes one; ``root`` itself may be a link — where a directory lives is
   its owner's choice);
-* the file is opened with ``O_NONBLOCK`` (a FIFO does not block the ``open``) and must
-  be a regular file by ``fstat``: FIFOs, sockets and devices are refused unread;
+* the file must be a regular file: FIFOs, sockets and devices are refused unopened (by
+  ``lstat``), and the file is opened with ``O_NONBLOCK`` (a FIFO swapped in meanwhile
+  does not block the ``open``) and checked again by ``fstat`` on what was opened;
 * a file larger than ``limit`` bytes is refused unread, and at most ``limit + 1``
   bytes are ever read (a file that grows while it is read is refused too).
 
@@ -82,7 +83,13 @@ def open_confined(root: str | os.PathLike[str], rel: str | os.PathLike[str]) -> 
         for i, part in enumerate(parts):
             last = i == len(parts) - 1
             try:
+                if last:  # a FIFO or a device is never opened at all (opening one can act)
+                    mode = os.stat(part, dir_fd=fd, follow_symlinks=False).st_mode
+                    if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+                        raise RefusedFile(shown, f"{_kind(mode)}, not a regular file")
                 nxt = os.open(part, _FILE_FLAGS if last else _DIR_FLAGS, dir_fd=fd)
+            except RefusedFile:
+                raise
             except OSError as e:
                 if e.errno in (errno.ELOOP, errno.EMLINK) or (
                         e.errno == errno.ENOTDIR and os.path.islink(Path(root, *parts[:i + 1]))):
