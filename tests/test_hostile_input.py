@@ -1,6 +1,9 @@
 """Hostile input at the doors that need no server (issue 21): a league directory's
 match log read by ``python -m brawlkit elo``, the league's id and name rules, and the
-PARENA compiler's numeric literals and nesting.
+PARENA compiler's numeric literals and nesting.  Issue 30: files of a league directory
+that are not regular files inside it (a FIFO, a symlink to ``/dev/zero`` or out of the
+directory, a sparse file of more than the size cap), read by ``elo`` (and, in
+tests/test_registry_hostile.py, by ``registry push``).
 
 Each case is what an attacker or a careless user would write; each must be refused
 with a message naming the file, the line (and column) and the reason — never a
@@ -10,13 +13,20 @@ traceback, never the whole league.
 from __future__ import annotations
 
 import json
+import os
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 from helpers import last_json, run_cli
 
-from brawlkit.league.directory import LeagueDir, PoolWarning
+from brawlkit.league.directory import (
+    ARTIFACT_MAX_BYTES,
+    LOG_MAX_BYTES,
+    LeagueDir,
+    PoolWarning,
+)
 from brawlkit.league.records import (
     MAX_TICKS,
     MatchRecord,
@@ -95,6 +105,109 @@ def test_the_reader_and_the_writer_apply_one_rule(tmp_path: Path) -> None:
             with pytest.raises(ValueError):
                 w.write(bad)
         assert w.path.stat().st_size == 0
+
+
+def _sparse(path: Path, size: int) -> None:
+    """A sparse file of ``size`` bytes (no disk blocks: instant, and costs nothing)."""
+    path.unlink(missing_ok=True)
+    with open(path, "wb") as f:
+        f.truncate(size)
+
+
+@dataclass
+class Trapped:
+    """A league directory holding every file its readers must refuse (issue 30)."""
+
+    league: LeagueDir
+    #: the member whose files are all sound (pushed), and its checkpoint's bytes
+    good: Member
+    good_ckpt: bytes
+    #: (file, how its refusal's reason starts) the readers skip: logs and member records
+    skipped: list[tuple[Path, str]] = field(default_factory=list)
+    #: (member id, its artifact, how its refusal's reason starts): members never uploaded
+    withheld: list[tuple[str, Path, str]] = field(default_factory=list)
+    #: bytes of the file outside the directory a symlink in artifacts/ points at
+    secret: bytes = b""
+
+
+def trapped_league(root: Path, blob_bytes: bytes = b"not parsed by elo") -> Trapped:
+    """A league with one sound member and log, and beside them: in ``matches/`` a FIFO,
+    a symlink to /dev/zero, a sparse file one byte over the log cap and a symlink to a
+    (valid) log outside the directory; in ``members/`` a symlink to a valid record
+    outside; members whose checkpoint in ``artifacts/`` is a symlink to a file outside
+    (the ``/etc/hostname`` case), a FIFO, a symlink to /dev/zero, a sparse file over
+    the artifact cap.  ``blob_bytes``: the members' .bpw (a real one for a push)."""
+    league = LeagueDir(root / "league")
+    outside = root / "outside"
+    outside.mkdir()
+    ckpt, blob = outside / "gen.zip", outside / "gen.bpw"
+    ckpt.write_bytes(b"PK\x05\x06" + bytes(18))  # an empty zip: the registry takes any bytes
+    blob.write_bytes(blob_bytes)
+    good = league.register(Member(id="main-ok-g0001", role="main", generation=1),
+                           checkpoint=ckpt, blob=blob)
+    (league.matches_dir / "good-host-1-0001.jsonl").write_text(json.dumps(GOOD) + "\n")
+    t = Trapped(league, good, ckpt.read_bytes(), secret=b"a file from elsewhere: "
+                b"/etc/hostname, say\n")
+    m = league.matches_dir
+    os.mkfifo(m / "fifo-host-1-0002.jsonl")
+    os.symlink("/dev/zero", m / "zero-host-1-0003.jsonl")
+    _sparse(m / "huge-host-1-0004.jsonl", LOG_MAX_BYTES + 1)
+    (outside / "log.jsonl").write_text(json.dumps({**GOOD, "time": 30.0, "b": "cpu:4"}) + "\n")
+    os.symlink(outside / "log.jsonl", m / "out-host-1-0005.jsonl")
+    link, fifo = "a symbolic link (only regular files", "a FIFO (named pipe), not a regular file"
+    t.skipped += [(m / "fifo-host-1-0002.jsonl", fifo), (m / "zero-host-1-0003.jsonl", link),
+                  (m / "huge-host-1-0004.jsonl",
+                   f"{LOG_MAX_BYTES + 1} bytes, over the limit of {LOG_MAX_BYTES} bytes"),
+                  (m / "out-host-1-0005.jsonl", link)]
+    # a member record symlinked from outside (its artifacts are the good member's)
+    out_rec = outside / "main-out-g0001.json"
+    out_rec.write_text(json.dumps(Member(id="main-out-g0001", role="main", generation=1,
+                                         created="2026-01-01T00:00:00.000000+00:00",
+                                         checkpoint=good.checkpoint,
+                                         blob=good.blob).to_json()))
+    os.symlink(out_rec, league.members_dir / "main-out-g0001.json")
+    t.skipped.append((league.members_dir / "main-out-g0001.json", link))
+    (outside / "secret").write_bytes(t.secret)
+    traps = {"link": lambda p: os.symlink(outside / "secret", p), "fifo": os.mkfifo,
+             "zero": lambda p: os.symlink("/dev/zero", p),
+             "huge": lambda p: _sparse(p, ARTIFACT_MAX_BYTES + 1)}
+    says = {"link": link, "fifo": fifo, "zero": link,
+            "huge": f"{ARTIFACT_MAX_BYTES + 1} bytes, over the limit of {ARTIFACT_MAX_BYTES} bytes"}
+    for kind, make in traps.items():
+        mem = league.register(Member(id=f"main-{kind}-g0001", role="main", generation=1),
+                              checkpoint=ckpt, blob=blob)
+        path = league.checkpoint_path(mem)
+        assert path is not None
+        path.unlink()
+        make(path)
+        t.withheld.append((mem.id, path, says[kind]))
+    return t
+
+
+def test_elo_reads_only_regular_files_inside_the_league(tmp_path: Path) -> None:
+    """A FIFO, a symlink to /dev/zero or out of the directory, a sparse file of 1 GiB:
+    each is skipped with a warning naming it and why; `elo` neither hangs (the
+    subprocess timeout fails the test) nor runs out of memory, and rates the rest."""
+    t = trapped_league(tmp_path)
+    r = run_cli("elo", "--league-dir", str(t.league.path), "--json", "--bootstrap", "0",
+                timeout=60)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-3000:]
+    table = last_json(r.stdout)
+    assert table["matches"] == 1  # the good log's; not the one outside, read by a link
+    ids = {row["id"] for row in table["members"]}
+    assert "main-ok-g0001" in ids and "main-out-g0001" not in ids
+    for path, says in t.skipped:
+        hit = [ln for ln in r.stderr.splitlines() if f"{path}: skipped, " in ln]
+        assert len(hit) == 1 and f"{path}: skipped, {says}" in hit[0], (path, r.stderr[-3000:])
+    # the library: the same rule, the same warnings
+    with pytest.warns(PoolWarning) as caught:
+        assert len(t.league.matches()) == 1
+    assert sum("skipped" in str(w.message) for w in caught) == 4
+    for mem_id, path, says in t.withheld:
+        with pytest.raises(OSError) as e:
+            t.league.read_artifact(t.league.member(mem_id))
+        assert str(e.value).startswith(f"{path}: {says}"), (str(e.value), says)
+    assert t.league.read_artifact(t.good) == t.good_ckpt
 
 
 @pytest.mark.parametrize("bad", [" ", "a b", "main\u202e-x", "%2e%2e%2fetc", "CON", "con.x",

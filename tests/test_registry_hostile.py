@@ -4,11 +4,16 @@ PostgreSQL, through the commands a user runs:
 
 * ``registry push`` of a league directory whose log holds lines the match-record
   rule refuses: the good matches go, the bad lines are named, nothing is stuck;
+  and of one holding files that are not regular files inside it (issue 30): a FIFO,
+  symlinks to /dev/zero and out of the directory, sparse files over the caps — only
+  the sound member and matches leave the machine;
 * names and times the registry refuses with 422 naming the field;
 * revocation (``registry revoke-agent`` and ``POST /agents/{id}/revoke``);
 * one database per data directory;
 * slow clients (half-sent heads and bodies) closed within the configured timeouts
   while a normal client keeps getting answers; the per-agent rate limit;
+* (issue 30) request heads over 16 KiB (400, in one write or in pieces), numbers out
+  of range (422 naming the item and field), and the per-address connection bound;
 * ``GET /ratings``: cached per state of the match log, bootstrap capped for a
   read agent.
 
@@ -34,8 +39,9 @@ import pytest
 import requests
 from helpers import ROOT, add_agent
 from helpers import RegistryServer as Server
-from test_hostile_input import BAD_LINES, hostile_league
+from test_hostile_input import BAD_LINES, hostile_league, trapped_league
 from test_registry_service import (  # noqa: F401 - db_url and serve: the fixtures, shared
+    bpw,
     db_url,
     get_token,
     metadata,
@@ -118,6 +124,36 @@ def test_push_is_never_stuck_on_a_record_the_registry_refuses(
         assert sync.push(matches=[*good[:2], forged, *good[2:]]) is True
     assert sync.pending_matches == [] and len(sync.refused) == 1
     assert len(client.matches()) == 5
+
+
+def test_push_sends_only_regular_files_inside_the_league(
+        serve: Callable[..., Server], db_url: str, tmp_path: Path) -> None:
+    """An artifact symlinked to a file elsewhere (``/etc/hostname`` was pushed as a
+    checkpoint, for every reader to download), a FIFO, /dev/zero or a sparse file as a
+    checkpoint, a member record symlinked from outside: none leaves the machine, each
+    is named with the reason, and the push neither hangs nor runs out of memory."""
+    srv = serve()
+    pusher = ("pusher", add_agent(db_url, "pusher", "write"))
+    reader = get_token(srv, "r", add_agent(db_url, "r", "read"))
+    t = trapped_league(tmp_path, bpw(0))
+    r = registry_cli("push", "--url", srv.url, "--league-dir", str(t.league.path),
+                     agent=pusher, timeout=60)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-3000:]
+    assert "pushed 1 member(s) and 1 new match(es)" in r.stdout, r.stdout
+    assert f"{len(t.withheld)} member(s) not uploaded" in r.stdout, r.stdout
+    lines = r.stderr.splitlines()
+    for path, says in t.skipped:
+        hit = [ln for ln in lines if f"{path}: skipped, " in ln]
+        assert len(hit) == 1 and f"{path}: skipped, {says}" in hit[0], (path, r.stderr[-3000:])
+    for mem_id, path, says in t.withheld:
+        hit = [ln for ln in lines if f"member {mem_id} not uploaded: " in ln]
+        assert len(hit) == 1 and f"not uploaded: {path}: {says}" in hit[0], (mem_id, hit)
+    listed = requests.get(f"{srv.url}/checkpoints", headers=reader, timeout=30).json()
+    assert [c["id"] for c in listed] == ["main-ok-g0001"]
+    got = requests.get(f"{srv.url}/checkpoints/main-ok-g0001/checkpoint", headers=reader,
+                       timeout=30)
+    assert got.content == t.good_ckpt and t.secret not in got.content
+    assert [(m["time"], m["b"]) for m in stored_matches(srv, reader)] == [(10.0, "cpu:3")]
 
 
 @pytest.mark.parametrize("over,field", [
@@ -242,7 +278,9 @@ def _wait_closed(socks: list[socket.socket], within: float) -> list[float]:
 def test_slow_clients_are_closed_while_others_get_answers(
         serve: Callable[..., Server], db_url: str) -> None:
     timeout = 2.0
-    srv = serve("--header-timeout", str(timeout), "--body-timeout", str(timeout))
+    # 120 slow connections and the normal client, all from 127.0.0.1: no per-address bound
+    srv = serve("--header-timeout", str(timeout), "--body-timeout", str(timeout),
+                "--max-connections-per-address", "0")
     answers: list[int] = []
     stop = threading.Event()
 
@@ -318,3 +356,156 @@ def test_ratings_are_cached_per_state_and_capped_for_readers(
                          timeout=30).status_code == 200
     after = ratings(reader, bootstrap=1000)
     assert after.headers["X-Ratings-Cache"] == "computed" and after.json()["matches"] == 51
+
+
+# ------------------------------------------------------------------ edges (issue 30)
+def _raw_answer(port: int, data: bytes, timeout: float = 30) -> bytes:
+    """Send ``data`` in ONE write on a fresh connection; the answer's bytes (up to the
+    server's close, or its first 64 KiB)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(data)
+        got = b""
+        while len(got) < 65536:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            got += chunk
+            if b"\r\n\r\n" in got and got.split(b"\r\n\r\n", 1)[1].rstrip().endswith(b"}"):
+                break
+        return got
+
+
+def test_request_heads_over_16_kib_get_400(serve: Callable[..., Server], db_url: str) -> None:
+    """docs/registry.md: a request head over 16 KiB gets 400 — a 60 KB head in one
+    write (which uvicorn's h11 bound let through: 200), many small headers, and a head
+    arriving in pieces (h11's own bound, set to the same 16 KiB)."""
+    srv = serve()
+    ok = requests.get(f"{srv.url}/health", headers={"X-Pad": "a" * (15 * 1024)}, timeout=30)
+    assert ok.status_code == 200, ok.text
+    for head in (b"GET /health HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * 60_000 + b"\r\n\r\n",
+                 b"GET /health HTTP/1.1\r\nHost: x\r\n"
+                 + b"".join(b"X-H%d: %s\r\n" % (i, b"b" * 30) for i in range(600)) + b"\r\n",
+                 b"GET /health?" + b"q" * 20_000 + b" HTTP/1.1\r\nHost: x\r\n\r\n"):
+        got = _raw_answer(srv.port, head)
+        assert got.startswith(b"HTTP/1.1 400"), got[:300]
+        assert b"over the limit of 16384 bytes" in got, got[:600]
+    # a head that never completes: refused once its first 16 KiB are in, not held
+    got = _raw_answer(srv.port, b"GET /health HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"c" * 20_000)
+    assert got.startswith(b"HTTP/1.1 400"), got[:300]
+    assert requests.get(f"{srv.url}/health", timeout=30).status_code == 200
+
+
+def test_numbers_out_of_range_are_422_naming_the_item_and_field(
+        serve: Callable[..., Server], db_url: str) -> None:
+    """A 5,000-digit ``ticks`` (Python converts at most 4,300 digits: it was 400 "There
+    was an error parsing the body"), an integer past 64 bits, ``1e999``; in a
+    checkpoint's settings, a huge integer (400 with Python's raw "Exceeds the limit")
+    and a non-finite number deep inside: each 422 naming where it is, nothing stored."""
+    srv = serve()
+    writer = get_token(srv, "w", add_agent(db_url, "w", "write"))
+    huge = "9" * 5000
+    for item, (field, literal, says) in enumerate([
+            ("ticks", huge, "(5000 digits) is out of range"),
+            ("ticks", str(2**70), f"number {2**70} is out of range"),
+            ("time", "1e999", "number 1e999 is out of range"),
+            ("ticks", "-" + huge, "(5000 digits) is out of range")]):
+        body = [dict(MATCH, time=float(t)) for t in range(item + 1)]
+        text = json.dumps(body)
+        cut = text.rindex(f'"{field}": ') + len(f'"{field}": ')
+        text = text[:cut] + literal + text[text.index(",", cut):]
+        r = requests.post(f"{srv.url}/matches", data=text, timeout=30,
+                          headers={**writer, "Content-Type": "application/json"})
+        assert r.status_code == 422, (field, r.status_code, r.text[:300])
+        err = r.json()["detail"][0]
+        assert err["loc"] == ["body", item, field] and says in err["msg"], err
+        assert "Exceeds the limit" not in r.text and len(r.text) < 1000
+    assert stored_matches(srv, writer) == []
+    # an ordinary big number still reaches the field's own rule (422 naming it too)
+    r = requests.post(f"{srv.url}/matches", headers=writer, json=[{**MATCH, "ticks": 2**40}],
+                      timeout=30)
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", 0, "ticks"], r.text
+    ckpt = sb3_zip("numbers")
+    for settings, literal, where in (({"seed": "@"}, huge, "settings.seed"),
+                                     ({"net": {"layers": [64, "@"]}}, "1e999",
+                                      "settings.net.layers.1")):
+        meta = json.dumps(metadata("main-n-g0001", ckpt, settings=settings))
+        meta = meta.replace('"@"', literal)
+        r = upload(srv, writer, meta, ckpt)
+        assert r.status_code == 422, (where, r.status_code, r.text[:300])
+        detail = r.json()["detail"]
+        assert detail.startswith(f"metadata of 'main-n-g0001': {where}: number "), detail
+        assert "out of range" in detail and "Exceeds the limit" not in detail
+    assert requests.get(f"{srv.url}/checkpoints", headers=writer, timeout=30).json() == []
+    assert upload(srv, writer, metadata("main-n-g0001", ckpt), ckpt).status_code == 201
+
+
+def _idle_connections(port: int, source: str, n: int) -> list[socket.socket]:
+    """``n`` connections to 127.0.0.1:``port`` from the loopback address ``source`` that
+    send nothing (non-blocking, for :func:`_wait_closed`)."""
+    out = []
+    for _ in range(n):
+        s = socket.socket()
+        s.bind((source, 0))
+        s.connect(("127.0.0.1", port))
+        s.setblocking(False)
+        out.append(s)
+    return out
+
+
+def _closed_count(socks: list[socket.socket], n: int, within: float = 60) -> int:
+    """How many of ``socks`` the server has closed, once ``n`` of them are (or after
+    ``within`` seconds): a wait on the event, not a sleep, on a busy machine too."""
+    start = time.monotonic()
+    closed: set[int] = set()
+    while len(closed) < n and time.monotonic() - start < within:
+        for i, s in enumerate(socks):
+            if i in closed:
+                continue
+            try:
+                if not s.recv(4096):
+                    closed.add(i)
+            except BlockingIOError:
+                pass
+            except OSError:
+                closed.add(i)
+        time.sleep(0.05)
+    return len(closed)
+
+
+def test_one_address_cannot_take_every_connection(serve: Callable[..., Server],
+                                                 db_url: str) -> None:
+    """30 idle connections from 127.0.0.2 against ``--max-connections 24``: without a
+    per-address bound they hold every connection and a client from 127.0.0.1 is shut
+    out (until the header timeout, renewable); with ``--max-connections-per-address 8``
+    the 22 over it are closed at once and every other client is answered."""
+    slow = ("--max-connections", "24", "--header-timeout", "60")
+    unbounded = serve(*slow, "--max-connections-per-address", "0")
+    hog = _idle_connections(unbounded.port, "127.0.0.2", 30)
+    try:
+        assert _closed_count(hog, 30 - 24) == 30 - 24
+        with pytest.raises(requests.ConnectionError):
+            requests.get(f"{unbounded.url}/health", timeout=10)
+    finally:
+        for s in hog:
+            s.close()
+    srv = serve(*slow, "--max-connections-per-address", "8")
+    hog = _idle_connections(srv.port, "127.0.0.2", 30)
+    try:
+        assert _closed_count(hog, 30 - 8) == 30 - 8
+        for _ in range(5):  # another address: answered, again and again
+            assert requests.get(f"{srv.url}/health", timeout=10).status_code == 200
+        other = _idle_connections(srv.port, "127.0.0.3", 8)  # its own 8
+        assert all(c == float("inf") for c in _wait_closed(other, within=1)), "closed early"
+        assert requests.get(f"{srv.url}/health", timeout=10).status_code == 200
+        assert _closed_count(hog + other, 30, within=0.5) == 30 - 8  # the 8 + 8 still open
+        for s in other:
+            s.close()
+    finally:
+        for s in hog:
+            s.close()
+    srv.stop()
+    assert "over --max-connections-per-address" in srv.log_text()
+    r = registry_cli("serve", "--data", str(srv.data), "--db", db_url, "--port", "0",
+                     "--max-connections-per-address", "-1", timeout=60)
+    assert r.returncode == 2 and "--max-connections-per-address must be >= 0" in r.stderr
+

@@ -479,7 +479,7 @@ def test_bad_input_changes_nothing(serve: Callable[..., Server], db_url: str) ->
     expect(upload(srv, writer, '{"id": "main-x-g0001", "role": "main", "generation": NaN, '
                                f'"checkpoint_sha256": "{sha(other)}"}}', other), 400, "NaN")
     expect(upload(srv, writer, json.dumps(metadata("main-x-g0001", other)).replace(
-        '"seed": 0', '"seed": 1e999'), other), 400, "out of range")
+        '"seed": 0', '"seed": 1e999'), other), 422, "settings.seed: number 1e999 is out of range")
     bad_meta = [
         ({"id": None}, "id"), ({"role": "cpu"}, "role"), ({"role": "king"}, "role"),
         ({"generation": "3"}, "generation"), ({"generation": -1}, "generation"),

@@ -94,7 +94,9 @@ class Service:
             db.close()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "brawlkit", "registry", "serve", "--data", str(data),
-             "--db", self.db_url, "--port", "0", "--log-level", "warning", *extra],
+             "--db", self.db_url, "--port", "0", "--log-level", "warning",
+             # the load stands for many machines, all on 127.0.0.1 here: no per-address bound
+             "--max-connections-per-address", "0", *extra],
             stdout=subprocess.PIPE, stderr=open(data / "serve.log", "wb"))  # noqa: SIM115
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline().decode()

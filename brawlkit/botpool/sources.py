@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from brawlkit.common.confined import RefusedFile, open_confined
 from brawlkit.league.directory import LeagueDir
 from brawlkit.league.ratings import elo
 from brawlkit.league.records import MatchRecord
@@ -66,8 +67,10 @@ def from_league(league: LeagueDir) -> Snapshot:
         path = league.blob_path(m)
         if path is None:
             continue
-        if not path.is_file():
-            snap.problems.append(f"{m.id}: blob {path} missing")
+        try:  # the league's confined-read rule: a regular file inside artifacts/
+            os.close(open_confined(league.path, str(m.blob)))
+        except RefusedFile as e:
+            snap.problems.append(f"{m.id}: blob {e}")
             continue
         snap.bots[m.id] = Bot(m.id, path, m.role, m.generation)
     snap.ratings = replay_ratings(matches, list(snap.bots))

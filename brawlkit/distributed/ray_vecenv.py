@@ -42,7 +42,6 @@ import socket
 import sys
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -62,6 +61,7 @@ from brawlkit.distributed.channel import (
 )
 from brawlkit.distributed.cluster import RayConnection, require_ray
 from brawlkit.distributed.worker import EnvWorker
+from brawlkit.league.directory import LeagueDir
 from brawlkit.league.records import BASELINE_ID
 
 
@@ -317,8 +317,8 @@ class RayVecEnv(VecEnv):
         new = [m for m in members if m.id not in self._shipped]
         if not new:
             return 0
-        payload = [(m.to_json(), (Path(league_dir) / m.blob).read_bytes() if m.blob else None)
-                   for m in new]
+        league = LeagueDir(league_dir, create=False)  # its confined-read rule
+        payload = [(m.to_json(), league.read_artifact(m, "blob")) for m in new]
         self._pool.extend(payload)
         ref = self.ray.put(payload)
         self._gather([None if w in self._dead else a.add_members.remote(ref)

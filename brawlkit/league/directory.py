@@ -27,7 +27,10 @@ way that cannot clobber what another process made.
 Readers are robust to anything a killed writer leaves: temp files (names starting
 with ``.``) are ignored silently; unreadable, corrupt or foreign records and
 broken log lines are skipped with a :class:`PoolWarning` naming the file (and
-line) and the reason.  Nothing in the directory is ever rewritten or deleted by
+line) and the reason.  Every file is read by :func:`brawlkit.common.confined.read_confined`:
+regular files inside the directory only (no symlink, FIFO or device), each at most
+its kind's size cap (:data:`MEMBER_MAX_BYTES`, :data:`LOG_MAX_BYTES`,
+:data:`ARTIFACT_MAX_BYTES`); a file it refuses is skipped the same way.  Nothing in the directory is ever rewritten or deleted by
 the pool (a failed registration removes only the files it made itself, which no
 record refers to).  See docs/league.md, "The league directory".
 """
@@ -47,6 +50,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from brawlkit.common.confined import RefusedFile, read_confined
 from brawlkit.common.io import Closing, fsync_dir
 from brawlkit.league.records import (
     BASELINE_ID,
@@ -67,6 +71,15 @@ MEMBER_SUFFIX = ".json"
 LOG_SUFFIX = ".jsonl"
 CHECKPOINT_SUFFIX = ".zip"
 BLOB_SUFFIX = ".bpw"
+
+#: the size caps of what readers read (docs/league.md, "What readers skip"): a file
+#: over its cap is skipped unread, so a sparse file of terabytes or a runaway writer
+#: never costs the reader its memory.  A member record is a few KiB (its settings);
+#: a match log line ~150 bytes (1 GiB: ~7 million matches in ONE writer's log); an
+#: artifact is an SB3 zip or a .bpw of a few MiB (the registry takes 64 MiB by default).
+MEMBER_MAX_BYTES = 16 << 20
+LOG_MAX_BYTES = 1 << 30
+ARTIFACT_MAX_BYTES = 1 << 30
 
 
 class PoolWarning(UserWarning):
@@ -260,6 +273,23 @@ class LeagueDir:
         """Where the member's ``.bpw`` blob is (as :meth:`checkpoint_path`)."""
         return None if member.blob is None else self.path / member.blob
 
+    def read_artifact(self, member: Member, what: str = "checkpoint") -> bytes | None:
+        """The bytes of the member's ``checkpoint`` (zip) or ``blob`` (.bpw), read under
+        the confined-read rule (a regular file inside ``artifacts/``, at most
+        :data:`ARTIFACT_MAX_BYTES`); None when the record has none.  What leaves the
+        directory (``registry push``) is read through here, so a symlink placed in
+        ``artifacts/`` never sends a file from elsewhere.  :class:`RefusedFile` (an
+        ``OSError``) naming the file and the reason otherwise."""
+        if what not in ("checkpoint", "blob"):
+            raise ValueError(f"an artifact is 'checkpoint' or 'blob', not {what!r}")
+        rel = member.checkpoint if what == "checkpoint" else member.blob
+        if rel is None:
+            return None
+        why = _record_problem(member, member.id)
+        if why:
+            raise RefusedFile(self.path / str(rel), why)
+        return read_confined(self.path, rel, ARTIFACT_MAX_BYTES)
+
     # ------------------------------------------------------------------ matches
     def writer(self, source: str = "") -> MatchWriter:
         """A new match log for this process, ``matches/<writer_name(source)>.jsonl``.
@@ -305,9 +335,9 @@ class LeagueDir:
                 _warn(path, f"skipped, not a match log (name is not <writer>{LOG_SUFFIX})", 4)
                 continue
             try:
-                data = path.read_bytes()
-            except OSError as e:
-                _warn(path, f"skipped, unreadable ({e.strerror or e})", 4)
+                data = read_confined(self.path, f"{MATCHES_DIR}/{name}", LOG_MAX_BYTES)
+            except RefusedFile as e:
+                _warn(path, f"skipped, {e.reason}", 4)
                 continue
             lines = data.split(b"\n")
             tail = lines.pop()  # b"" when the file ends with a newline
@@ -400,9 +430,9 @@ class LeagueDir:
             _warn(path, f"skipped, not a member record (name is not <id>{MEMBER_SUFFIX})", 4)
             return None
         try:
-            data = path.read_bytes()
-        except OSError as e:
-            _warn(path, f"skipped, unreadable ({e.strerror or e})", 4)
+            data = read_confined(self.path, f"{MEMBERS_DIR}/{name}", MEMBER_MAX_BYTES)
+        except RefusedFile as e:
+            _warn(path, f"skipped, {e.reason}", 4)
             return None
         why = ""
         m: Member | None = None

@@ -18,8 +18,10 @@ from pathlib import Path
 
 import numpy as np
 
+from brawlkit.common.confined import read_confined
 from brawlkit.env.observation import INPUT_LAYOUTS, INPUT_NAMES, OBS_DIM, OBS_NAMES
 from brawlkit.export.actor import NumpyPolicy
+from brawlkit.league.directory import ARTIFACT_MAX_BYTES
 from brawlkit.league.records import BASELINE_ID, Member
 
 _I = {name: i for i, name in enumerate(OBS_NAMES)}
@@ -76,7 +78,8 @@ class FrozenOpponent:
             raise ValueError(f"member {member.id} has no .bpw blob to play from")
         self.member = member
         self.label = member.id
-        self.policy = NumpyPolicy(Path(league_dir) / member.blob)
+        # read under the league's confined-read rule (a regular file inside the directory)
+        self.policy = NumpyPolicy(read_confined(league_dir, member.blob, ARTIFACT_MAX_BYTES))
         layout = self.policy.meta.input_layout
         if layout not in INPUT_LAYOUTS:
             raise ValueError(f"member {member.id} needs policy input layout {layout}")

@@ -55,6 +55,9 @@ GUARDS: tuple[tuple[str, type, float, str], ...] = (
      "its grace before it must average 1 KiB/s"),
     ("--max-connections", int, limits.MAX_CONNECTIONS, "open connections at most; more are "
      "closed at once"),
+    ("--max-connections-per-address", int, limits.MAX_CONNECTIONS_PER_ADDRESS, "open "
+     "connections from one client address at most; more from it are closed at once; 0 = "
+     "no per-address bound (behind a reverse proxy every client has the proxy's address)"),
     ("--rate-limit", float, limits.AGENT_RATE, "requests per second of one agent on average "
      f"(bursts of {limits.AGENT_BURST_FACTOR:g}x); more get 429 with Retry-After; 0 = no "
      "limit"),
@@ -91,6 +94,7 @@ def _limits_problem(args: argparse.Namespace) -> str:
         (math.isfinite(args.body_timeout) and args.body_timeout > 0,
          "--body-timeout must be > 0 seconds"),
         (args.max_connections >= 1, "--max-connections must be >= 1"),
+        (args.max_connections_per_address >= 0, "--max-connections-per-address must be >= 0"),
         (math.isfinite(args.rate_limit) and args.rate_limit >= 0, "--rate-limit must be >= 0"),
         (args.read_bootstrap_max >= 0, "--read-bootstrap-max must be >= 0"),
     ]
@@ -177,10 +181,13 @@ def _run_server(args: argparse.Namespace, app: Any, sock: socket.socket) -> None
 
     from brawlkit.registry.slow_clients import guarded_protocol
 
-    protocol = guarded_protocol(args.header_timeout, args.body_timeout, args.max_connections)
+    protocol = guarded_protocol(args.header_timeout, args.body_timeout, args.max_connections,
+                                args.max_connections_per_address)
     config = uvicorn.Config(app, log_level=args.log_level, timeout_keep_alive=5,
                             server_header=False, access_log=args.log_level == "debug",
-                            http=protocol, backlog=max(128, args.max_connections))
+                            http=protocol, backlog=max(128, args.max_connections),
+                            # a head arriving in pieces: h11's bound, the same as BodyLimit's
+                            h11_max_incomplete_event_size=limits.MAX_HEAD_BYTES)
     uvicorn.Server(config).run(sockets=[sock])
     if protocol.closed:
         print("registry: connections closed by the slow-client guard: " + ", ".join(
@@ -433,11 +440,13 @@ def _sync(args: argparse.Namespace, client: RegistryClient) -> int:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # printed below, once each, without a traceback
             sent, accepted = sync.push_all()
-        for line in sync.skipped + sync.refused + ([sync.clash] if sync.clash else []):
+        for line in (sync.skipped + sync.withheld + sync.refused
+                     + ([sync.clash] if sync.clash else [])):
             print(f"registry push: {line}", file=sys.stderr)
         print(f"pushed {sent} member(s) and {accepted} new match(es) to {args.url}"
-              + (f"; skipped {len(sync.skipped)} log line(s) the match-record rule refuses"
-                 if sync.skipped else "")
+              + (f"; skipped {len(sync.skipped)} log line(s) or file(s) the league's "
+                 "readers refuse" if sync.skipped else "")
+              + (f"; {len(sync.withheld)} member(s) not uploaded" if sync.withheld else "")
               + (f"; {len(sync.refused)} match(es) the registry refused" if sync.refused
                  else ""))
         return 0

@@ -172,18 +172,21 @@ class RegistryClient:
         return data
 
     # ---------------------------------------------------------------- checkpoints
-    def upload(self, member: Member, checkpoint: Path, blob: Path | None = None,
+    def upload(self, member: Member, checkpoint: Path | bytes, blob: Path | bytes | None = None,
                location: str = "") -> dict[str, Any]:
         """Push a member (its record, zip and optional .bpw); the same upload twice
-        returns the existing record."""
+        returns the existing record.  ``checkpoint`` / ``blob`` are files or their
+        bytes (what a league directory's :meth:`~brawlkit.league.directory.LeagueDir.read_artifact`
+        read under its confined-read rule)."""
         # bytes, not open files: a retried request must send the whole body again
-        ckpt = Path(checkpoint).read_bytes()
+        ckpt = checkpoint if isinstance(checkpoint, bytes) else Path(checkpoint).read_bytes()
         meta = {**member.to_json(), "location": location, "checkpoint_sha256": sha256_of(ckpt)}
-        files: dict[str, Any] = {"checkpoint": (Path(checkpoint).name, ckpt, "application/zip")}
+        files: dict[str, Any] = {"checkpoint": (_part_name(checkpoint, member.id, ".zip"), ckpt,
+                                                "application/zip")}
         if blob is not None:
-            data = Path(blob).read_bytes()
+            data = blob if isinstance(blob, bytes) else Path(blob).read_bytes()
             meta["blob_sha256"] = sha256_of(data)
-            files["blob"] = (Path(blob).name, data, "application/octet-stream")
+            files["blob"] = (_part_name(blob, member.id, ".bpw"), data, "application/octet-stream")
         r = self._send("POST", "/checkpoints", data={"metadata": json.dumps(meta)}, files=files)
         out: dict[str, Any] = r.json()
         return out
@@ -325,3 +328,8 @@ def _detail(r: requests.Response) -> str:
     if isinstance(body, dict) and "detail" in body:
         return str(body["detail"])[:300]
     return str(body)[:300]
+
+
+def _part_name(source: Path | bytes, member_id: str, suffix: str) -> str:
+    """The file name of an upload's part: the file's, or ``<id><suffix>`` for bytes."""
+    return member_id + suffix if isinstance(source, bytes) else Path(source).name

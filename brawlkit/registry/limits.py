@@ -28,6 +28,11 @@ HEADER_TIMEOUT_S = 10.0
 BODY_TIMEOUT_S = 30.0
 #: open connections at most
 MAX_CONNECTIONS = 256
+#: open connections from one client address at most (0: no per-address bound), so one
+#: address cannot hold every connection the service takes (as nginx's limit_conn)
+MAX_CONNECTIONS_PER_ADDRESS = 64
+#: the largest request head (request line and headers) in bytes; larger gets 400
+MAX_HEAD_BYTES = 16 * 1024
 #: one agent's requests per second on average; bursts of AGENT_BURST_FACTOR times that
 AGENT_RATE = 50.0
 AGENT_BURST_FACTOR = 4.0

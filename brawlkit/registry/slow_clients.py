@@ -17,7 +17,12 @@ connections were all still open after 40 s.  So the registry serves with
   few seconds); time while *the service* pauses reading (its buffer is full) does
   not count;
 * **connection bound** — past ``max_connections`` open connections, a new one is
-  closed at once, before it costs a parser or a task.
+  closed at once, before it costs a parser or a task;
+* **per-address bound** — past ``max_per_address`` open connections from one client
+  address (0: no such bound), a new one from it is closed at once, so one address
+  cannot hold every connection of the service (256 idle connections from one address
+  shut every client out for up to the header timeout, renewable), as nginx's
+  ``limit_conn`` per address.
 
 Once the request is complete nothing is timed: how long the route takes is the
 service's business.  Every close is counted by reason and logged, at most once
@@ -41,7 +46,12 @@ from typing import Any, ClassVar
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from brawlkit.registry.limits import BODY_TIMEOUT_S, HEADER_TIMEOUT_S, MAX_CONNECTIONS
+from brawlkit.registry.limits import (
+    BODY_TIMEOUT_S,
+    HEADER_TIMEOUT_S,
+    MAX_CONNECTIONS,
+    MAX_CONNECTIONS_PER_ADDRESS,
+)
 
 #: the slowest average body a client may send after the body timeout's grace (B/s)
 MIN_BODY_RATE = 1024
@@ -58,7 +68,10 @@ class GuardedH11Protocol(H11Protocol):
     header_timeout: ClassVar[float] = HEADER_TIMEOUT_S
     body_timeout: ClassVar[float] = BODY_TIMEOUT_S
     max_connections: ClassVar[int] = MAX_CONNECTIONS
+    max_per_address: ClassVar[int] = MAX_CONNECTIONS_PER_ADDRESS
     closed: ClassVar[Counter[str]] = Counter()
+    #: open connections per client address (the event loop's thread only: no lock)
+    open_by_address: ClassVar[Counter[str]] = Counter()
     _logged: ClassVar[dict[str, float]] = {}
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -68,10 +81,19 @@ class GuardedH11Protocol(H11Protocol):
         self._body_start = 0.0
         self._body_bytes = 0
         self._body_last = 0.0
+        self._address: str | None = None
 
     # ------------------------------------------------------------ the protocol
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        if self.client and self.max_per_address > 0:
+            self._address = str(self.client[0])
+            self.open_by_address[self._address] += 1
+            if self.open_by_address[self._address] > self.max_per_address:
+                self._close("over --max-connections-per-address open connections from one "
+                            f"address (the last: {self._address})", key="over "
+                            "--max-connections-per-address open connections from one address")
+                return
         if len(self.connections) > self.max_connections:
             self._close("over --max-connections open connections")
             return
@@ -93,6 +115,13 @@ class GuardedH11Protocol(H11Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
+        if self._address is not None:
+            n = self.open_by_address[self._address] - 1
+            if n > 0:
+                self.open_by_address[self._address] = n
+            else:
+                del self.open_by_address[self._address]
+            self._address = None
         super().connection_lost(exc)
 
     def on_response_complete(self) -> None:
@@ -138,22 +167,26 @@ class GuardedH11Protocol(H11Protocol):
             return
         self._arm()
 
-    def _close(self, why: str) -> None:
-        """Close the connection at once (counted and logged by ``why``)."""
+    def _close(self, why: str, key: str | None = None) -> None:
+        """Close the connection at once (counted by ``key``, default ``why``, and
+        logged with ``why``)."""
         cls = type(self)
-        cls.closed[why] += 1
+        key = key or why
+        cls.closed[key] += 1
         now = time.monotonic()
-        if now - cls._logged.get(why, -LOG_EVERY_S) >= LOG_EVERY_S:
-            cls._logged[why] = now
-            log.warning("registry: closed %d connection(s) so far: %s", cls.closed[why], why)
+        if now - cls._logged.get(key, -LOG_EVERY_S) >= LOG_EVERY_S:
+            cls._logged[key] = now
+            log.warning("registry: closed %d connection(s) so far: %s", cls.closed[key], why)
         if self.cycle is not None and not self.cycle.response_complete:
             self.cycle.disconnected = True
         self.transport.abort()
 
 
-def guarded_protocol(header_timeout: float, body_timeout: float,
-                     max_connections: int) -> type[GuardedH11Protocol]:
+def guarded_protocol(header_timeout: float, body_timeout: float, max_connections: int,
+                     max_per_address: int = MAX_CONNECTIONS_PER_ADDRESS
+                     ) -> type[GuardedH11Protocol]:
     """A :class:`GuardedH11Protocol` with these limits, for ``uvicorn.Config(http=...)``."""
     return type("GuardedH11Protocol", (GuardedH11Protocol,), {
         "header_timeout": float(header_timeout), "body_timeout": float(body_timeout),
-        "max_connections": int(max_connections), "closed": Counter(), "_logged": {}})
+        "max_connections": int(max_connections), "max_per_address": int(max_per_address),
+        "closed": Counter(), "open_by_address": Counter(), "_logged": {}})

@@ -57,13 +57,15 @@ class RegistrySync:
     client: RegistryClient
     league: LeagueDir
     location: str = field(default_factory=socket.gethostname)
-    pending_members: list[tuple[Member, Path, Path | None]] = field(default_factory=list)
+    pending_members: list[Member] = field(default_factory=list)
     pending_matches: list[MatchRecord] = field(default_factory=list)
     disabled: set[str] = field(default_factory=set)
     #: what the last push could not send: "<file>:<line>: <why>" per record the
-    #: registry refused, and per log line the match-record rule skipped
+    #: registry refused; per file or log line the league's readers skipped; per
+    #: member not uploaded (a refused or missing artifact), why
     refused: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    withheld: list[str] = field(default_factory=list)
     #: the warning that another league directory registers under this location (once)
     clash: str | None = None
 
@@ -89,18 +91,21 @@ class RegistrySync:
 
     def push(self, member: Member | None = None, matches: list[MatchRecord] | None = None) -> bool:
         """Queue ``member`` and ``matches`` and send everything queued; False (and
-        everything kept queued) when the registry is unreachable."""
+        everything kept queued) when the registry is unreachable.  A member whose
+        artifacts the confined-read rule refuses (:meth:`LeagueDir.read_artifact`) is
+        dropped from the queue with a warning naming the file and the reason."""
         if member is not None:
-            zip_path = self.league.checkpoint_path(member)
-            if zip_path is None:
+            if member.checkpoint is None:
                 raise ValueError(f"member {member.id} has no checkpoint to upload")
-            self.pending_members.append((member, zip_path, self.league.blob_path(member)))
+            self.pending_members.append(member)
         self.pending_matches += _pushable(matches or [])
         try:
             while self.pending_members:
-                m, zip_path, blob = self.pending_members[0]
-                self.client.upload(m, zip_path, blob, location=self.location)
+                m = self.pending_members[0]
+                why = self._upload(m)
                 self.pending_members.pop(0)
+                if why:
+                    warnings.warn(why, stacklevel=2)
             if self.pending_matches:
                 self._post(self.pending_matches, [None] * len(self.pending_matches))
                 self.pending_matches = []
@@ -110,29 +115,44 @@ class RegistrySync:
             return False
         return True
 
+    def _upload(self, m: Member) -> str:
+        """Upload ``m`` with its artifacts read under the confined-read rule; '' when
+        sent, else why not (a refused or missing artifact: nothing is sent)."""
+        try:
+            ckpt = self.league.read_artifact(m, "checkpoint")
+            blob = self.league.read_artifact(m, "blob")
+        except OSError as e:  # RefusedFile: names the file and the reason
+            return f"member {m.id} not uploaded: {e}"
+        if ckpt is None:
+            return f"member {m.id} not uploaded: it has no checkpoint"
+        self.client.upload(m, ckpt, blob, location=self.location)
+        return ""
+
     def push_all(self) -> tuple[int, int]:
         """Send every trained member of the local pool the registry lacks, and every
         match (the registry stores each once): what a run that ended while the
-        registry was down left behind.  Returns (members uploaded, matches accepted).
+        registry was down left behind.  Returns (members uploaded, matches accepted);
+        :attr:`withheld` says which members were not sent and why, :attr:`skipped` the
+        files and log lines the league's readers skipped.
         Raises :class:`RegistryUnavailable` when the registry is down."""
         records = self.client.checkpoints()
         have = {r["id"] for r in records}
-        self.check_location(records, {m.id for m in self.league.members()})
-        sent = 0
-        for m in self.league.members():
-            if m.permanent or m.id in have:
-                continue
-            zip_path = self.league.checkpoint_path(m)
-            if zip_path is None or not zip_path.is_file():
-                warnings.warn(f"member {m.id} has no checkpoint file: not uploaded", stacklevel=2)
-                continue
-            self.client.upload(m, zip_path, self.league.blob_path(m), location=self.location)
-            sent += 1
-        self.refused, self.skipped = [], []
+        self.refused, self.skipped, self.withheld = [], [], []
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", PoolWarning)
+            members = self.league.members()
             located = self.league.located_matches()
         self.skipped = [str(w.message) for w in caught if issubclass(w.category, PoolWarning)]
+        self.check_location(records, {m.id for m in members})
+        sent = 0
+        for m in members:
+            if m.permanent or m.id in have:
+                continue
+            why = self._upload(m)
+            if why:
+                self.withheld.append(why)
+            else:
+                sent += 1
         pushable = set(_pushable([m for m, _, _ in located]))
         located = [x for x in located if x[0] in pushable]
         accepted = 0

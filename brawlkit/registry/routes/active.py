@@ -11,9 +11,10 @@ from fastapi.responses import JSONResponse
 
 from brawlkit.registry.database import NotFound
 from brawlkit.registry.deps import Admin, Read, RegistryDep, checked_id
+from brawlkit.registry.json_numbers import JSONNumbersRoute
 from brawlkit.registry.schemas import E400, E401, E404, CheckpointRecord, ErrorModel, IdPath
 
-router = APIRouter()
+router = APIRouter(route_class=JSONNumbersRoute)  # out-of-range numbers: 422 naming where
 
 
 @router.post("/checkpoints/{checkpoint_id}/activate",

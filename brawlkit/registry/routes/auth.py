@@ -11,6 +11,7 @@ from fastapi import APIRouter, Path
 from brawlkit.league.records import id_problem
 from brawlkit.registry.auth import verify_secret
 from brawlkit.registry.deps import REALM, Admin, AnonLimit, RegistryDep, http_error
+from brawlkit.registry.json_numbers import JSONNumbersRoute
 from brawlkit.registry.schemas import (
     E400,
     E401,
@@ -21,7 +22,7 @@ from brawlkit.registry.schemas import (
     TokenResponse,
 )
 
-router = APIRouter()
+router = APIRouter(route_class=JSONNumbersRoute)  # out-of-range numbers: 422 naming where
 
 
 @router.post("/auth/token", summary="Trade an agent's secret for a bearer token",

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Path, Query, Request
@@ -24,8 +23,10 @@ from starlette.requests import ClientDisconnect
 
 from brawlkit.export.bpw import blob_kind, compress_lz4, parse_bpw
 from brawlkit.league.records import ROLES, Member, permanent_ids
+from brawlkit.registry import json_numbers
 from brawlkit.registry.database import TEXT_LEN, NewCheckpoint, NotFound
 from brawlkit.registry.deps import Read, RegistryDep, Write, checkpoint_record, http_error
+from brawlkit.registry.json_numbers import JSONNumbersRoute
 from brawlkit.registry.multipart_upload import MultipartUpload, boundary_of
 from brawlkit.registry.schemas import (
     E400,
@@ -40,7 +41,7 @@ from brawlkit.registry.schemas import (
 )
 from brawlkit.registry.store import TempBlob
 
-router = APIRouter()
+router = APIRouter(route_class=JSONNumbersRoute)  # out-of-range numbers: 422 naming where
 
 #: the upload's body as OpenAPI shows it (FastAPI sees no body parameter: the route
 #: reads the stream itself)
@@ -163,23 +164,16 @@ def _new_checkpoint(meta: CheckpointMetadata, ckpt: TempBlob,
         blob_size=None if blob is None else blob.size)
 
 
-def _finite_float(text: str) -> float:
-    x = float(text)
-    if not math.isfinite(x):
-        raise ValueError(f"number {text} is out of range")
-    return x
-
-
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
 def _metadata_of(raw: bytes) -> CheckpointMetadata:
     """Parse and validate the ``metadata`` part: 400 for what is not JSON, 422 for a
-    JSON object that is not a valid record."""
+    JSON object that is not a valid record (a number out of range included, named by
+    its field: :mod:`~brawlkit.registry.json_numbers`)."""
     try:
-        obj = json.loads(raw.decode("utf-8"), parse_float=_finite_float,
-                         parse_constant=_no_constant)
+        obj = json_numbers.loads(raw.decode("utf-8"), parse_constant=_no_constant)
     except UnicodeDecodeError:
         raise http_error(400, "metadata is not UTF-8 text") from None
     except json.JSONDecodeError as e:
@@ -189,6 +183,12 @@ def _metadata_of(raw: bytes) -> CheckpointMetadata:
         raise http_error(400, "metadata is nested too deeply") from None
     except ValueError as e:
         raise http_error(400, f"metadata: {e}") from None
+    bad = json_numbers.first_out_of_range(obj)
+    if bad is not None:
+        where = ".".join(str(p) for p in bad[0]) or "metadata"
+        of = obj.get("id") if isinstance(obj, dict) and isinstance(obj.get("id"), str) else None
+        raise http_error(422, f"metadata{f' of {of[:200]!r}' if of else ''}: {where}: "
+                              f"{bad[1].why()}")
     if not isinstance(obj, dict):
         raise http_error(422, "metadata must be a JSON object (a member record)")
     try:

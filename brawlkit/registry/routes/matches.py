@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse, Response
 from brawlkit.league.records import MatchRecord, player_name
 from brawlkit.registry.auth import TokenSigner
 from brawlkit.registry.deps import Read, RegistryDep, Write, http_error
+from brawlkit.registry.json_numbers import JSONNumbersRoute
 from brawlkit.registry.routes.players import ticket_problem
 from brawlkit.registry.schemas import (
     E400,
@@ -25,7 +26,7 @@ from brawlkit.registry.schemas import (
 
 MAX_MATCH_BATCH = 100_000
 
-router = APIRouter()
+router = APIRouter(route_class=JSONNumbersRoute)  # out-of-range numbers: 422 naming where
 
 
 @router.post("/matches", summary="Store a batch of matches (write)",

@@ -33,6 +33,7 @@ from brawlkit.league.records import ANONYMOUS_ID, id_problem
 from brawlkit.registry.auth import Claims, verify_secret
 from brawlkit.registry.database import NotFound
 from brawlkit.registry.deps import AnonLimit, Registry, RegistryDep, checkpoint_record, token_claims
+from brawlkit.registry.json_numbers import JSONNumbersRoute
 from brawlkit.registry.league_page import (
     CHART_MEMBERS,
     _colour,
@@ -42,7 +43,7 @@ from brawlkit.registry.league_page import (
     render_page,
 )
 
-router = APIRouter()
+router = APIRouter(route_class=JSONNumbersRoute)  # out-of-range numbers: 422 naming where
 COOKIE = "brawlkit_league_token"
 COOKIE_PATH = "/league"
 #: the page's ratings are GET /ratings with its defaults (a read agent's bootstrap capped)

@@ -17,6 +17,7 @@ from fastapi.responses import JSONResponse
 from brawlkit.league.records import player_name_problem
 from brawlkit.registry.auth import AuthError, TokenSigner, hash_secret, new_secret, verify_secret
 from brawlkit.registry.deps import AnonLimit, Read, RegistryDep, http_error
+from brawlkit.registry.json_numbers import JSONNumbersRoute
 from brawlkit.registry.schemas import (
     E401,
     E429,
@@ -27,7 +28,7 @@ from brawlkit.registry.schemas import (
     TicketResponse,
 )
 
-router = APIRouter()
+router = APIRouter(route_class=JSONNumbersRoute)  # out-of-range numbers: 422 naming where
 
 
 @router.post("/players", summary="Sign up a human player (no token)", status_code=201,
