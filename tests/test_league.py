@@ -16,7 +16,8 @@ import pytest
 from helpers import ROOT, last_json, run_cli
 
 from brawlkit.league.directory import LeagueDir
-from brawlkit.league.records import ROLES, permanent_ids
+from brawlkit.league.records import permanent_ids
+from brawlkit.league.role_specs import role_names
 
 pytestmark = [pytest.mark.training, pytest.mark.servers]
 
@@ -64,7 +65,7 @@ def test_three_roles_register_every_generation_exactly_once(small_league):
     pool = LeagueDir(small_league, create=False)
     members = pool.members()
     trained = [m for m in members if not m.permanent]
-    assert Counter(m.role for m in trained) == {role: 3 for role in ROLES}
+    assert Counter(m.role for m in trained) == {role: 3 for role in role_names()}
     assert len({m.id for m in members}) == len(members)
     assert [m.id for m in members[:9]] == list(permanent_ids())
     for m in trained:  # artifacts present, blob playable, parent chain within the role

@@ -54,7 +54,8 @@ def test_payoff_counts_decays_and_defaults_to_one_half():
 
 
 def test_no_games_draws_uniformly_then_follows_the_results(tmp_path):
-    s = MainSampler(tmp_path, 2, 4, seed=1, pfsp_share=1.0, exploiter_share=0.0)
+    s = MainSampler(tmp_path, 2, 4, seed=1, fixed_share=0.0, pfsp_share=1.0, exploiter_share=0.0,
+                    pfsp_pool="all", pfsp_window=0)
     s.refresh(_permanent() + _trained("main", 3))
     ids = s.ids()
     counts = np.array([0] * len(ids))
@@ -73,8 +74,8 @@ def test_no_games_draws_uniformly_then_follows_the_results(tmp_path):
 
 
 def test_main_branches_and_selfplay_fallback(tmp_path):
-    s = MainSampler(tmp_path, 2, 4, seed=2, pfsp_share=0.0, exploiter_share=0.5, struggle=0.3,
-                    selfplay_floor=0.3, payoff_decay=1.0)
+    s = MainSampler(tmp_path, 2, 4, seed=2, fixed_share=0.0, pfsp_share=0.0, exploiter_share=0.5,
+                    struggle=0.3, selfplay_floor=0.3, pfsp_pool="all", payoff_decay=1.0)
     s.refresh(_permanent())
     assert s.choose() in permanent_ids()  # no Main checkpoint yet: PFSP over the pool
     s.refresh(_permanent() + _trained("main", 3) + _trained("main_exploiter", 2))
@@ -156,7 +157,8 @@ def test_main_draws_the_kind_first_so_a_big_pool_does_not_crowd_out_the_fixed_on
     from brawlkit.league.roles import FIXED_LADDER
 
     pool = _permanent() + _trained("main", 100) + _trained("main_exploiter", 5)
-    crowded = MainSampler(tmp_path, 2, 4, seed=3, pfsp_share=0.5, exploiter_share=0.15)
+    crowded = MainSampler(tmp_path, 2, 4, seed=3, fixed_share=0.0, pfsp_share=0.5,
+                          exploiter_share=0.15, pfsp_pool="all", pfsp_window=0)
     crowded.refresh(pool)
     picks = [crowded.choose() for _ in range(4000)]
     assert sum(p in permanent_ids() for p in picks) / len(picks) < 0.1  # the crowding
@@ -187,5 +189,145 @@ def test_fixed_share_with_no_learned_member_falls_back_to_the_ladder(tmp_path):
     s = MainSampler(tmp_path, 2, 4, seed=4, fixed_share=0.0, pfsp_share=0.6, pfsp_pool="learned")
     s.refresh(_permanent())  # nothing trained yet: PFSP over learned members and self-play
     assert {s.choose() for _ in range(50)} == {"cpu:1"}  # are the ladder's first rung
-    with pytest.raises(ValueError, match="sum to <= 1"):
+    with pytest.raises(ValueError, match=r"main's exploiter_share must be <= 1 \(the rest is self-play"):
         MainSampler(tmp_path, 2, 4, fixed_share=0.5, pfsp_share=0.4, exploiter_share=0.2)
+
+
+# ------------------------------------------------------------------ roles as data
+def test_a_sampler_built_bare_starts_from_its_roles_one_declaration(tmp_path):
+    """Every role's defaults are its declaration's: a sampler built without options, the
+    TrainConfig a run uses and the declaration agree (there is no second set)."""
+    from brawlkit.league.role_specs import ROLE_SPECS, role_names
+    from brawlkit.training.config import TrainConfig
+
+    assert role_names() == ("main", "main_exploiter", "league_exploiter")
+    cfg = TrainConfig()
+    for spec in ROLE_SPECS.values():
+        bare = spec.sampler_class()(tmp_path, 2, 4)
+        assert bare.role == spec.name and bare.options == spec.defaults() == spec.options_from(cfg)
+    assert cfg.main_fixed_share == 0.5 and cfg.main_pfsp_pool == "learned"  # the shipped mixture
+    with pytest.raises(ValueError, match=r"main_exploiter's reset_every must be >= 1, got 0"):
+        MainExploiterSampler(tmp_path, 2, 4, reset_every=0)
+    with pytest.raises(ValueError, match=r"exploiter_threshold must be in \[0, 1\], got 1.5"):
+        TrainConfig.from_dict({"exploiter_threshold": 1.5})
+    with pytest.raises(ValueError, match=r"main_pfsp_pool must be one of \('learned', 'all'\)"):
+        TrainConfig.from_dict({"main_pfsp_pool": "some"})
+
+
+#: a role added by its one declaration, in a fresh interpreter (roles are declared before
+#: TrainConfig is built), then trained through the real CLI for two tiny generations in a
+#: league; prints what the records, the plots and the page made of it
+TOY_ROLE = r'''
+import json, runpy, sys
+from brawlkit.league.role_specs import ResetRule, RoleOption, RoleSpec, declare_role
+from brawlkit.league.roles import LeagueSampler
+
+
+class LadderClimber(LeagueSampler):
+    """The toy: the fixed ladder only (its p(1 - p) curriculum), or Main's newest with
+    ``main_share`` once there is a Main."""
+
+    main_share: float
+
+    def choose(self):
+        mains = self.ids("main")
+        if mains and self.rng.random() < self.main_share:
+            return self._take("main", mains[-1])
+        return self._fixed()
+
+
+declare_role(RoleSpec(
+    name="ladder_climber", sampler=LadderClimber, colour="#bcbd22", flag_prefix="climber",
+    reset=ResetRule("every", "reset_every"),
+    options=(RoleOption("main_share", 0.5, "share of games against Main's newest", 0.0, 1.0),
+             RoleOption("reset_every", 2, "fresh weights every K generations", low=1))))
+
+league, run, tiny = sys.argv[1], sys.argv[2], sys.argv[3:]
+out = {}
+
+
+def cli(*args):
+    sys.argv = ["brawlkit", *args]
+    try:
+        runpy.run_module("brawlkit", run_name="__main__", alter_sys=True)
+    except SystemExit as e:
+        return e.code or 0
+    return 0
+
+
+out["bad_flag_rc"] = cli("train", "--role", "ladder_climber", "--climber-main-share", "2",
+                         "--league-dir", league, "--run-dir", run + "-bad", "--no-progress")
+out["rc"] = cli("train", "--role", "ladder_climber", "--climber-reset-every", "1",
+                "--climber-main-share", "0.25", "--league-dir", league, "--run-dir", run,
+                "--no-progress", "--generations", "2", *tiny)
+
+from matplotlib.colors import to_hex
+from brawlkit.league.directory import LeagueDir
+from brawlkit.league.records import MemberId
+from brawlkit.registry import league_page
+from brawlkit.report import league_overview as overview
+from brawlkit.report import league_plots as lp
+
+members = [m for m in LeagueDir(league, create=False).members() if not m.permanent]
+out["members"] = [[m.id, m.role, m.generation, m.parent] for m in members]
+out["parsed_roles"] = [MemberId.parse(m.id).role for m in members]
+out["settings"] = {k: members[0].settings[k] for k in ("climber_main_share", "climber_reset_every")}
+view = lp.LeagueView.load(league, bootstrap=0)
+out["plot_colour"] = lp.ROLE_COLOURS.get("ladder_climber")
+ax = lp.plot_elo_drift(view, roles=["ladder_climber"])
+out["line_colours"] = sorted({to_hex(ln.get_color()) for ln in ax.get_lines()})
+out["legend"] = [t.get_text() for t in ax.get_legend().get_texts()]
+gens, share = overview.opponent_draws(view, "ladder_climber")
+out["draws"] = {g: [float(x) for x in v] for g, v in share.items() if v.any()}
+out["resetting"] = list(overview.RESETTING_ROLES)
+out["page_colour"] = league_page.ROLE_COLOURS.get("ladder_climber")
+out["page_badge"] = league_page._colour({"kind": "bot", "role": "ladder_climber"})
+out["lineage"] = league_page._lineages([{**m.to_json(), "status": "ok"} for m in members], None)
+try:
+    declare_role(RoleSpec(name="too_late", sampler=LadderClimber, colour="#000000",
+                          flag_prefix="late"))
+except RuntimeError as e:
+    out["too_late"] = str(e)
+print(json.dumps(out))
+'''
+
+
+@pytest.mark.training
+@pytest.mark.servers
+def test_a_toy_role_added_by_its_declaration_trains_and_shows_everywhere(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    from helpers import ROOT
+
+    # full matches (a match is at most 9000 ticks: 1125 steps at action repeat 8), so each
+    # of the 2 envs finishes a training match in each generation
+    tiny = ["--steps-per-generation", "2304", "--n-envs", "2", "--n-steps", "128",
+            "--batch-size", "256", "--n-epochs", "1", "--action-repeat", "8",
+            "--eval-levels", "1", "--eval-episodes", "1"]
+    script = tmp_path / "toy_role.py"
+    script.write_text(TOY_ROLE)
+    r = subprocess.run([sys.executable, str(script), str(tmp_path / "league"),
+                        str(tmp_path / "run"), *tiny], capture_output=True, text=True,
+                       timeout=600, cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    # its flags are TrainConfig's, checked as declared
+    assert out["bad_flag_rc"] == 2 and "climber_main_share must be in [0, 1], got 2.0" in r.stderr
+    assert out["rc"] == 0
+    # the records: two generations of the role, the second a new lineage (reset every 1)
+    assert [m[1:] for m in out["members"]] == [["ladder_climber", 0, None],
+                                               ["ladder_climber", 1, None]]
+    assert out["parsed_roles"] == ["ladder_climber"] * 2
+    assert out["settings"] == {"climber_main_share": 0.25, "climber_reset_every": 1}
+    # its sampler ran: no Main in the league, so every training game was on the fixed ladder
+    assert set(out["draws"]) <= {"cpu", "baseline"} and out["draws"]
+    assert all(abs(sum(v[i] for v in out["draws"].values()) - 1) < 1e-9 for i in range(2))
+    # its colour, the same in the plots, the overview and the page
+    assert out["plot_colour"] == out["page_colour"] == out["page_badge"] == "#bcbd22"
+    assert "#bcbd22" in out["line_colours"] and out["legend"] == ["ladder_climber"]
+    assert out["resetting"] == ["main_exploiter", "league_exploiter", "ladder_climber"]
+    assert 'data-role="ladder_climber"><span class="role" style="background:#bcbd22"' \
+        in out["lineage"]
+    assert "before brawlkit.training.config" in out["too_late"]

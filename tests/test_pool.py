@@ -371,7 +371,8 @@ CHILD_BODY = r'''
 import json, os, sys, time
 from pathlib import Path
 from brawlkit.league.directory import LeagueDir
-from brawlkit.league.records import Member, MatchRecord, ROLES
+from brawlkit.league.records import Member, MatchRecord
+from brawlkit.league.role_specs import role_names
 
 mode, root, tag, n, size = sys.argv[1], Path(sys.argv[2]), sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
 league = LeagueDir(root / "league")
@@ -385,7 +386,7 @@ def artifacts(mid):
     return ck, bl
 
 def member(mid, i):
-    return Member(id=mid, role=ROLES[i % 3], generation=i, settings={"writer": tag, "size": size})
+    return Member(id=mid, role=role_names()[i % 3], generation=i, settings={"writer": tag, "size": size})
 
 def match(i):
     return MatchRecord(time=1000.0 + i // 7, a=f"{tag}-{i % n}", b="cpu:1",

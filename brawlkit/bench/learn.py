@@ -50,7 +50,8 @@ from brawlkit.common.cli_args import add_json_flag, add_progress_flag, command_p
 from brawlkit.common.io import atomic_write_json
 from brawlkit.common.paths import repo_root
 from brawlkit.common.stats import wilson_interval
-from brawlkit.league.records import BASELINE_ID, ROLES
+from brawlkit.league.records import BASELINE_ID
+from brawlkit.league.role_specs import role_names
 from brawlkit.training import league_run
 from brawlkit.training.checkpoints import list_checkpoints
 from brawlkit.training.config import RunOptions, TrainConfig, config_fields
@@ -119,8 +120,8 @@ class LearnConfig:
             raise ValueError(f"{where}: kind must be one of {KINDS}, got {self.kind!r}")
         if self.pick not in ("final", "best"):
             raise ValueError(f"{where}: pick must be 'final' or 'best', got {self.pick!r}")
-        if not self.roles or self.roles[0] != "main" or any(r not in ROLES for r in self.roles):
-            raise ValueError(f"{where}: roles must start with 'main' and be among {ROLES}")
+        if not self.roles or self.roles[0] != "main" or any(r not in role_names() for r in self.roles):
+            raise ValueError(f"{where}: roles must start with 'main' and be among {role_names()}")
         if self.kind in ("curriculum", "imitation") and self.roles != ("main",):
             raise ValueError(f"{where}: a {self.kind} run trains main alone")
         if self.kind == "imitation" and (self.imitation is None or self.budget_steps != 0):

@@ -56,13 +56,13 @@ from brawlkit.league.records import (
     BASELINE_ID,
     CPU_LEVELS,
     PERMANENT_ROLES,
-    ROLES,
     MatchRecord,
     Member,
     cpu_id,
     id_problem,
     permanent_ids,
 )
+from brawlkit.league.role_specs import role_names
 
 MEMBERS_DIR = "members"
 ARTIFACTS_DIR = "artifacts"
@@ -259,8 +259,8 @@ class LeagueDir:
     def latest(self, role: str) -> Member | None:
         """The newest registration of ``role`` (largest ``created``), or None.  For a
         permanent role, the last of its permanent members (``baseline``, ``cpu:8``)."""
-        if role not in ROLES + PERMANENT_ROLES:
-            raise ValueError(f"unknown role {role!r} (one of {ROLES + PERMANENT_ROLES})")
+        if role not in role_names() + PERMANENT_ROLES:
+            raise ValueError(f"unknown role {role!r} (one of {role_names() + PERMANENT_ROLES})")
         of_role = [m for m in self.members() if m.role == role]
         return of_role[-1] if of_role else None
 

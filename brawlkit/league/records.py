@@ -17,11 +17,10 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, get_args
 
+from brawlkit.league.role_specs import role_names
 from brawlkit.wire.cpu_level import CPU_LEVELS, CpuLevel
 
-#: a training role (docs/league.md): the type, and its values
-Role = Literal["main", "main_exploiter", "league_exploiter"]
-ROLES: tuple[str, ...] = get_args(Role)
+# a training role is one declared in brawlkit/league/role_specs.py (role_names())
 #: the permanent members' roles
 PERMANENT_ROLES = ("baseline", "cpu")
 BASELINE_ID = "baseline"
@@ -97,9 +96,9 @@ class MemberId:
     def parse(cls, text: str) -> MemberId:
         """The parts of ``text``; ``ValueError`` naming the expected shape otherwise."""
         m = _MEMBER_ID_RE.fullmatch(text) if isinstance(text, str) else None
-        if m is None or m["role"] not in ROLES:
+        if m is None or m["role"] not in role_names():
             raise ValueError(f"member id {text!r} is not <role>-<run>-gNNNN with role one "
-                             f"of {ROLES}")
+                             f"of {role_names()}")
         return cls(m["role"], m["run"], int(m["gen"]))
 
 
@@ -220,7 +219,7 @@ class Member:
         why = id_problem(m.id, "member id")
         if why:
             raise ValueError(f"member id {ascii(m.id)[:80]} is not a plain name: {why}")
-        if m.role not in ROLES + PERMANENT_ROLES:
+        if m.role not in role_names() + PERMANENT_ROLES:
             raise ValueError(f"member {m.id!r} has unknown role {m.role!r}")
         if is_reserved_id(m.id):
             raise ValueError(f"member id {m.id!r} is reserved for human players "

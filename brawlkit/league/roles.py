@@ -1,4 +1,10 @@
-"""The three league roles as opponent samplers (AlphaStar's league, docs/league.md).
+"""The league roles' opponent samplers (AlphaStar's league, docs/league.md).
+
+Each role is declared once in :mod:`brawlkit.league.role_specs` (its sampler class
+here, its options with their defaults and checks, its reset rule, its colour); a
+sampler takes its options from that declaration (:class:`LeagueSampler`), so a sampler
+built in a test and one a run builds from TrainConfig's flags start from the same
+defaults.
 
 Each role is an :class:`~brawlkit.league.curriculum.OpponentSampler`: the trainer
 asks it for an opponent at every episode start and records every result in the
@@ -22,8 +28,8 @@ refreshed after every registration (:meth:`LeagueSampler.refresh`).
   Main checkpoint yet → the fixed opponents.
 * :class:`MainExploiterSampler` — Main's newest checkpoint while it beats it at
   least ``threshold`` of the time, else PFSP-variance over Main's history (toward
-  checkpoints it can beat) until it climbs back.  Reset every K generations (the
-  trainer re-initialises the weights; :meth:`wants_reset`).
+  checkpoints it can beat) until it climbs back.  Reset every ``reset_every``
+  generations (the trainer re-initialises the weights; :meth:`wants_reset`).
 * :class:`LeagueExploiterSampler` — PFSP (linear-capped) over the whole pool (or,
   with ``fixed_share`` > 0, that share against the fixed ladder first); reset with
   probability ``reset_p`` at each registration.
@@ -44,6 +50,7 @@ from brawlkit.league.curriculum import LadderCurriculum, OpponentSampler
 from brawlkit.league.opponents import BaselinePolicy, FrozenOpponent
 from brawlkit.league.pfsp import Payoff, pfsp_choice
 from brawlkit.league.records import BASELINE_ID, Member
+from brawlkit.league.role_specs import ROLE_SPECS, RoleSpec
 from brawlkit.wire.cpu_level import CPU_LEVELS, CpuLevel
 
 Opponent = Any  # "cpu:L" or a callable with a .label
@@ -61,11 +68,25 @@ MAIN_KINDS = ("fixed", "pfsp", "exploiters", "selfplay")
 class LeagueSampler(OpponentSampler):
     """What the three roles share: the pool, the payoff, turning ids into opponents."""
 
+    #: the role this class samples for unless told (its declaration in
+    #: :data:`~brawlkit.league.role_specs.ROLE_SPECS`)
     role = ""
 
     def __init__(self, league_dir: str | Path, env_layout: int, action_repeat: int,
                  seed: int = 0, payoff_decay: float = 0.99, ladder_k: int = 10,
-                 ladder_floor: float = 0.05) -> None:
+                 ladder_floor: float = 0.05, spec: RoleSpec | None = None,
+                 **options: Any) -> None:
+        # the role's options: the declaration's defaults and checks, never the class's own
+        # (one declaration: TrainConfig's flags and a sampler built here agree)
+        # (a bare LeagueSampler, no role: only the pool and its id -> opponent resolution,
+        # as a Ray env worker uses it)
+        self.spec = spec if spec is not None else ROLE_SPECS.get(self.role)
+        if self.spec is None and options:
+            raise ValueError(f"options {sorted(options)} need a role (a RoleSpec)")
+        self.role = self.spec.name if self.spec is not None else ""
+        self.options = self.spec.resolve(options) if self.spec is not None else {}
+        for name, value in self.options.items():
+            setattr(self, name, value)
         self.league_dir = Path(league_dir)
         self.env_layout = env_layout
         self.action_repeat = action_repeat
@@ -142,7 +163,15 @@ class LeagueSampler(OpponentSampler):
         self.ladder.record(opponent, outcome)  # ignores anything off the ladder
 
     def wants_reset(self, generation: int) -> bool:
-        """Should the trainer re-initialise the weights after registering ``generation``?"""
+        """Should the trainer re-initialise the weights after registering ``generation``?
+        As the role's declared :class:`~brawlkit.league.role_specs.ResetRule` says."""
+        if self.spec is None:
+            return False
+        rule = self.spec.reset
+        if rule.when == "every":
+            return (generation + 1) % int(self.options[rule.option]) == 0
+        if rule.when == "chance":
+            return bool(self.rng.random() < self.options[rule.option])
         return False
 
     def stats(self) -> dict[str, float]:
@@ -168,22 +197,13 @@ class LeagueSampler(OpponentSampler):
 
 class MainSampler(LeagueSampler):
     role = "main"
-
-    def __init__(self, *args: Any, fixed_share: float = 0.0, pfsp_share: float = 0.5,
-                 exploiter_share: float = 0.15, struggle: float = 0.3,
-                 selfplay_floor: float = 0.3, pfsp_window: int = 0, pfsp_pool: str = "all",
-                 **kw: Any) -> None:
-        super().__init__(*args, **kw)
-        shares = (fixed_share, pfsp_share, exploiter_share)
-        if any(not 0 <= s <= 1 for s in shares) or sum(shares) > 1:
-            raise ValueError(f"main's shares (fixed {fixed_share}, pfsp {pfsp_share}, exploiters "
-                             f"{exploiter_share}) must each be in [0, 1] and sum to <= 1 (the "
-                             "rest is self-play)")
-        if pfsp_pool not in ("learned", "all"):
-            raise ValueError(f"pfsp_pool must be 'learned' or 'all', got {pfsp_pool!r}")
-        self.fixed_share, self.pfsp_share, self.exploiter_share = shares
-        self.struggle, self.selfplay_floor = struggle, selfplay_floor
-        self.pfsp_window, self.pfsp_pool = pfsp_window, pfsp_pool
+    fixed_share: float
+    pfsp_share: float
+    exploiter_share: float
+    struggle: float
+    selfplay_floor: float
+    pfsp_window: int
+    pfsp_pool: str
 
     def choose(self) -> str:
         r = self.rng.random()
@@ -214,12 +234,7 @@ class MainSampler(LeagueSampler):
 
 class MainExploiterSampler(LeagueSampler):
     role = "main_exploiter"
-
-    def __init__(self, *args: Any, threshold: float = 0.2, reset_every: int = 4, **kw: Any) -> None:
-        super().__init__(*args, **kw)
-        if reset_every < 1:
-            raise ValueError(f"reset_every must be >= 1, got {reset_every}")
-        self.threshold, self.reset_every = threshold, reset_every
+    threshold: float
 
     def choose(self) -> str:
         mains = self.ids("main")
@@ -230,31 +245,14 @@ class MainExploiterSampler(LeagueSampler):
             return self._take("main", newest)
         return self._pick("main_history", mains, "variance")
 
-    def wants_reset(self, generation: int) -> bool:
-        return (generation + 1) % self.reset_every == 0
 
 
 class LeagueExploiterSampler(LeagueSampler):
     role = "league_exploiter"
-
-    def __init__(self, *args: Any, reset_p: float = 0.25, fixed_share: float = 0.0,
-                 **kw: Any) -> None:
-        super().__init__(*args, **kw)
-        if not 0 <= reset_p <= 1 or not 0 <= fixed_share <= 1:
-            raise ValueError(f"reset_p and fixed_share must be in [0, 1], got {reset_p}, "
-                             f"{fixed_share}")
-        self.reset_p, self.fixed_share = reset_p, fixed_share
+    fixed_share: float
 
     def choose(self) -> str:
         if self.fixed_share and self.rng.random() < self.fixed_share:
             return self._fixed()
         return self._pick("pfsp", self.ids(), "linear_capped")
 
-    def wants_reset(self, generation: int) -> bool:
-        return bool(self.rng.random() < self.reset_p)
-
-
-SAMPLERS: dict[str, type[LeagueSampler]] = {
-    "main": MainSampler, "main_exploiter": MainExploiterSampler,
-    "league_exploiter": LeagueExploiterSampler,
-}

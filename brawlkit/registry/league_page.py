@@ -20,10 +20,12 @@ from typing import Any
 
 from brawlkit.league.ratings import elo
 from brawlkit.league.records import MatchRecord
+from brawlkit.league.role_specs import settled_roles
 
-#: one colour per role (and kind), the same in the table's badges and the chart
+#: one colour per role (and kind), the same in the table's badges and the chart: a
+#: trained role's from its declaration (brawlkit/league/role_specs.py)
 ROLE_COLOURS = {
-    "main": "#1f77b4", "main_exploiter": "#d62728", "league_exploiter": "#2ca02c",
+    **{s.name: s.colour for s in settled_roles()},
     "cpu": "#7f7f7f", "baseline": "#17becf", "human": "#9467bd", "?": "#8c564b",
 }
 #: the chart shows at most this many members (those with the most games), each line at

@@ -38,7 +38,6 @@ from brawlkit.league.records import (
     SOURCE_LEN,
     Kind,
     Result,
-    Role,
     id_problem,
     match_result,
     match_side,
@@ -47,6 +46,7 @@ from brawlkit.league.records import (
     match_time,
     player_name_problem,
 )
+from brawlkit.league.role_specs import check_role, settled_roles
 from brawlkit.registry.auth import MAX_TOKEN_CHARS, Scope
 from brawlkit.registry.database import TEXT_LEN, Status
 
@@ -110,6 +110,10 @@ def _lower(value: Any) -> Any:
 
 
 FreeText = Annotated[str, Field(max_length=TEXT_LEN), AfterValidator(text_ok)]
+#: a training role: one declared in brawlkit/league/role_specs.py (checked against the
+#: declarations, so a declared role is a role here too)
+Role = Annotated[str, Field(json_schema_extra={"enum": [s.name for s in settled_roles()]}),
+                 AfterValidator(check_role)]
 PlainName = Annotated[str, Field(min_length=1, max_length=ID_LEN,
                                   json_schema_extra={"pattern": ID_PATTERN}),
                       AfterValidator(_plain)]

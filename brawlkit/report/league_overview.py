@@ -23,13 +23,17 @@ from typing import Any
 import numpy as np
 
 from brawlkit.league.records import Member
+from brawlkit.league.role_specs import settled_roles
 from brawlkit.report.axes import LEGEND_SIZE, TICK_SIZE, empty, generation_axis, steps_axis
 from brawlkit.report.league_plots import ROLE_COLOURS, LeagueView, _ax
 
 #: opponent groups of the PFSP-draws plot, in stacking order
-GROUPS = ("cpu", "baseline", "main", "main_exploiter", "league_exploiter", "human", "other")
+TRAINED_ROLES = tuple(s.name for s in settled_roles())  # the declared roles (role_specs.py)
+GROUPS = ("cpu", "baseline", *TRAINED_ROLES, "human", "other")
 GROUP_COLOURS = {**ROLE_COLOURS, "human": "tab:orange", "other": "tab:purple"}
-TRAINED_ROLES = ("main", "main_exploiter", "league_exploiter")
+#: the roles that start over from fresh weights (their declared reset rule), whose resets
+#: the exploiter plot marks
+RESETTING_ROLES = tuple(s.name for s in settled_roles() if s.reset.when != "never")
 
 
 def opponent_group(view: LeagueView, member_id: str) -> str:
@@ -150,7 +154,8 @@ def resets(members: Sequence[Member], role: str) -> list[int]:
 
 def plot_exploiter_modes(view: LeagueView, runs_root: str | Path, axes: Any = None) -> Any:
     """The main exploiter's share of rollouts against Main's newest checkpoint versus
-    its fallback (Main's history) over training time, and both exploiters' resets.
+    its fallback (Main's history) over training time, and the resets of every role
+    whose declaration resets it (:data:`RESETTING_ROLES`: both exploiters).
     Healthy: it switches to the fallback when Main outgrows it and back once it
     catches up; resets restart its climb."""
     import matplotlib.pyplot as plt
@@ -175,12 +180,12 @@ def plot_exploiter_modes(view: LeagueView, runs_root: str | Path, axes: Any = No
         empty(ax, f"no progress.csv of main_exploiter under {runs_root}")
     ax = axes[1]
     any_reset = False
-    for i, role in enumerate(("main_exploiter", "league_exploiter")):
+    for i, role in enumerate(RESETTING_ROLES):
         gens = resets(view.members, role)
         any_reset |= bool(gens)
         ax.eventplot([gens], lineoffsets=i, colors=ROLE_COLOURS[role], linelengths=0.6)
-    ax.set_yticks([0, 1], ["main_exploiter", "league_exploiter"], fontsize=TICK_SIZE)
-    ax.set_ylim(-0.6, 1.6)
+    ax.set_yticks(range(len(RESETTING_ROLES)), RESETTING_ROLES, fontsize=TICK_SIZE)
+    ax.set_ylim(-0.6, len(RESETTING_ROLES) - 0.4)
     ax.set_xlim(-0.5, view.max_generation() + 0.5)  # the whole time line, not just the resets
     ax.set_xlabel("generation")
     generation_axis(ax)

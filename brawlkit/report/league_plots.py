@@ -20,10 +20,12 @@ import numpy as np
 from brawlkit.league.directory import LeagueDir
 from brawlkit.league.ratings import BTResult, EloResult, bradley_terry, cycles, elo, payoff_matrix
 from brawlkit.league.records import MatchRecord, Member
+from brawlkit.league.role_specs import ROLE_SPECS, settled_roles
 from brawlkit.report.axes import LEGEND_SIZE, TICK_SIZE, empty, generation_axis
 
-#: one colour per role (the permanent members in greys)
-ROLE_COLOURS = {"main": "tab:blue", "main_exploiter": "tab:red", "league_exploiter": "tab:green",
+#: one colour per role: a trained role's from its declaration (brawlkit/league/role_specs.py,
+#: in declaration order), the permanent members in greys
+ROLE_COLOURS = {**{s.name: s.colour for s in settled_roles()},
                 "baseline": "black", "cpu": "tab:gray"}
 
 
@@ -157,7 +159,7 @@ def plot_rating_by_generation(view: LeagueView, ax: Any = None,
     ax = _ax(ax)
     drawn = 0
     for role, colour in ROLE_COLOURS.items():
-        if role in ("baseline", "cpu") or (roles and role not in roles):
+        if role not in ROLE_SPECS or (roles and role not in roles):
             continue
         ms = sorted((m for m in view.members if m.role == role and m.id in view.bt.ratings
                      and view.elo.games.get(m.id, 0)
@@ -270,7 +272,7 @@ def plot_policy_spread(view: LeagueView, axes: Any = None, roles: Sequence[str] 
         _, axes = plt.subplots(1, 2, figsize=(11, 3.5))
     shown = 0
     for role, colour in ROLE_COLOURS.items():
-        if role in ("baseline", "cpu") or (roles and role not in roles):
+        if role not in ROLE_SPECS or (roles and role not in roles):
             continue
         ms = [m for m in view.members if m.role == role and isinstance(m.settings.get("stats"), dict)
               and (not generations or generations[0] <= m.generation <= generations[1])]

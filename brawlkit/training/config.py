@@ -14,13 +14,14 @@ import argparse
 import dataclasses
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from brawlkit.env.rewards import REWARD_NAMES
 from brawlkit.env.vec_kinds import VEC_KINDS
-from brawlkit.league.records import ROLES
+from brawlkit.league.role_specs import ROLE_SPECS, role_names, settled_roles
 from brawlkit.wire.constants import check_action_repeat
 from brawlkit.wire.cpu_level import CPU_LEVELS
 
@@ -44,14 +45,38 @@ def _opt(default: Any, help: str, **cli: Any) -> Any:
 MAX_N_ENVS = 256
 
 
+def _with_role_options(after: str) -> Callable[[type], type]:
+    """Add one field per declared role option (``<flag_prefix>_<option>``, e.g.
+    ``main_fixed_share``) after the field ``after``, before :func:`dataclass` reads the
+    class: the declaration (:data:`~brawlkit.league.role_specs.ROLE_SPECS`) gives its
+    type, default, help and choices, so a role's flags are declared in one place."""
+
+    def add(cls: type) -> type:
+        fields: dict[str, Any] = {}
+        for name, tp in cls.__dict__["__annotations__"].items():
+            fields[name] = tp
+            if name != after:
+                continue
+            for spec in settled_roles():
+                for o in spec.options:
+                    name_ = spec.field_name(o.name)
+                    fields[name_] = o.type
+                    extra = {"choices": o.choices} if o.choices else {}
+                    setattr(cls, name_, _opt(o.default, f"{spec.name}: {o.help}", **extra))
+        cls.__annotations__ = fields
+        return cls
+    return add
+
+
 @dataclass
+@_with_role_options(after="curriculum_floor")
 class TrainConfig:
     """Everything a training run depends on; stored in every checkpoint's metadata."""
 
     # --- the run
     role: str = _opt("main", "league role: with --league-dir its opponents come from the role's "
                      "PFSP sampler over the pool; without, every role plays the CPU "
-                     "curriculum", choices=ROLES)
+                     "curriculum", choices=role_names())
     generations: int = _opt(3, "generations to train; each ends with a checkpoint and an evaluation")
     steps_per_generation: int = _opt(100_000, "env steps per generation")
     n_envs: int = _opt(2, "parallel envs, each an arena of a shared game server")
@@ -113,32 +138,9 @@ class TrainConfig:
     curriculum_k: int = _opt(10, "level L+1 unlocks after winning >= half of the last K games "
                              "at level L; also the window of the sampling win rate")
     curriculum_floor: float = _opt(0.05, "minimum sampling weight of an unlocked level")
-    # --- opponents in a league (--league-dir; docs/league.md): Main draws a kind, then one
-    # of that kind, so no kind is crowded out as the pool grows. The defaults are the
-    # benchmark's chosen mixture (configs/learn/chosen.toml; README, League): half the
-    # games against the fixed ladder, PFSP over the learned members of a recent window
-    main_fixed_share: float = _opt(0.5, "main: share of games against the fixed opponents (the "
-                                   "CPU ladder and the baseline), drawn by the p(1-p) ladder "
-                                   "curriculum (curriculum_k, curriculum_floor)")
-    main_pfsp_share: float = _opt(0.2, "main: share of games drawn by PFSP-squared over the "
-                                  "learned members (main_pfsp_pool)")
-    main_pfsp_pool: str = _opt("learned", "main: the PFSP pool: 'learned' = trained members only; "
-                               "'all' = the fixed opponents too (each weighed as one member)",
-                               choices=("learned", "all"))
-    main_pfsp_window: int = _opt(10, "main: PFSP over each role's newest N members only (0 = all)")
-    main_exploiter_share: float = _opt(0.15, "main: share against main exploiters it struggles "
-                                       "with; the rest is self-play against its newest weights")
-    main_struggle: float = _opt(0.3, "main: a main exploiter it beats less often than this is one "
-                                "it struggles with")
-    main_selfplay_floor: float = _opt(0.3, "main: below this win rate against its newest weights, "
-                                      "self-play falls back to PFSP-variance over its history")
-    exploiter_threshold: float = _opt(0.2, "main_exploiter: below this win rate against Main's "
-                                      "newest it trains on Main's history (PFSP-variance)")
-    exploiter_reset_every: int = _opt(4, "main_exploiter: fresh weights every K generations")
-    league_exploiter_reset_p: float = _opt(0.25, "league_exploiter: probability of fresh weights "
-                                           "at each registration")
-    league_exploiter_fixed_share: float = _opt(0.1, "league_exploiter: share of games against "
-                                               "the fixed ladder before PFSP over the pool")
+    # --- opponents in a league (--league-dir; docs/league.md): each role's sampler options
+    # come here, after curriculum_floor, from the role's one declaration
+    # (brawlkit/league/role_specs.py: --main-fixed-share ..., its defaults and checks)
     payoff_decay: float = _opt(0.99, "decay of the payoff record per game against an opponent "
                                "(1 = plain counts)")
     # --- evaluation at each generation's end (the deterministic policy: what ships)
@@ -148,29 +150,18 @@ class TrainConfig:
 
     def validate(self) -> None:
         """Raise ``ValueError`` naming the first bad setting and what it must be."""
-        if self.role not in ROLES:
-            raise ValueError(f"role must be one of {ROLES}, got {self.role!r}")
+        if self.role not in ROLE_SPECS:
+            raise ValueError(f"role must be one of {role_names()}, got {self.role!r}")
         if self.vec not in VEC_KINDS:
             raise ValueError(f"vec must be one of {VEC_KINDS}, got {self.vec!r}")
         for name in ("generations", "steps_per_generation", "n_envs", "n_steps", "batch_size",
                      "n_epochs", "action_repeat", "curriculum_k"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("main_fixed_share", "main_pfsp_share", "main_exploiter_share",
-                     "main_struggle", "main_selfplay_floor", "exploiter_threshold",
-                     "league_exploiter_reset_p", "league_exploiter_fixed_share", "payoff_decay"):
-            if not 0.0 <= getattr(self, name) <= 1.0:
-                raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
-        if self.main_fixed_share + self.main_pfsp_share + self.main_exploiter_share > 1.0:
-            raise ValueError("main_fixed_share + main_pfsp_share + main_exploiter_share must be "
-                             "<= 1 (the rest is self-play)")
-        if self.main_pfsp_pool not in ("learned", "all"):
-            raise ValueError(f"main_pfsp_pool must be 'learned' or 'all', got "
-                             f"{self.main_pfsp_pool!r}")
-        if self.main_pfsp_window < 0:
-            raise ValueError(f"main_pfsp_window must be >= 0 (0 = all), got {self.main_pfsp_window}")
-        if self.exploiter_reset_every < 1:
-            raise ValueError(f"exploiter_reset_every must be >= 1, got {self.exploiter_reset_every}")
+        if not 0.0 <= self.payoff_decay <= 1.0:
+            raise ValueError(f"payoff_decay must be in [0, 1], got {self.payoff_decay}")
+        for spec in ROLE_SPECS.values():  # every role's options, as its declaration checks them
+            spec.resolve(spec.options_from(self), named=spec.field_name)
         if self.n_envs > MAX_N_ENVS:
             raise ValueError(f"n_envs must be <= {MAX_N_ENVS} (the widest width tested; "
                              f"docs/cli.md), got {self.n_envs}")

@@ -31,7 +31,8 @@ from brawlkit.export.actor import actor_layers
 from brawlkit.export.bpw import PolicyMeta, pack_bpw
 from brawlkit.league.directory import LeagueDir
 from brawlkit.league.records import MatchRecord, Member, MemberId
-from brawlkit.league.roles import SAMPLERS, LeagueSampler
+from brawlkit.league.role_specs import ROLE_SPECS
+from brawlkit.league.roles import LeagueSampler
 from brawlkit.registry.sync import RegistrySync
 from brawlkit.wire.cpu_level import CpuLevel
 
@@ -54,20 +55,11 @@ class LeagueTrainee:
         self.sync = sync
         self.cfg = cfg
         self.run_name = run_name
-        kw: dict[str, Any] = {"seed": seed, "payoff_decay": cfg.payoff_decay,
-                              "ladder_k": cfg.curriculum_k, "ladder_floor": cfg.curriculum_floor}
-        if cfg.role == "main":
-            kw.update(fixed_share=cfg.main_fixed_share, pfsp_share=cfg.main_pfsp_share,
-                      exploiter_share=cfg.main_exploiter_share, struggle=cfg.main_struggle,
-                      selfplay_floor=cfg.main_selfplay_floor, pfsp_window=cfg.main_pfsp_window,
-                      pfsp_pool=cfg.main_pfsp_pool)
-        elif cfg.role == "main_exploiter":
-            kw.update(threshold=cfg.exploiter_threshold, reset_every=cfg.exploiter_reset_every)
-        else:
-            kw.update(reset_p=cfg.league_exploiter_reset_p,
-                      fixed_share=cfg.league_exploiter_fixed_share)
-        self.sampler: LeagueSampler = SAMPLERS[cfg.role](
-            self.pool.path, cfg.input_layout, cfg.action_repeat, **kw)
+        spec = ROLE_SPECS[cfg.role]  # the role's one declaration: its sampler and options
+        self.sampler: LeagueSampler = spec.make_sampler(
+            self.pool.path, cfg.input_layout, cfg.action_repeat, spec.options_from(cfg),
+            seed=seed, payoff_decay=cfg.payoff_decay, ladder_k=cfg.curriculum_k,
+            ladder_floor=cfg.curriculum_floor)
         if self.sync is not None:
             self.sync.pull()
         self._refresh()

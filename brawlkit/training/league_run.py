@@ -28,7 +28,7 @@ from typing import TextIO
 from brawlkit.common.cli_args import add_progress_flag, command_parser
 from brawlkit.common.kernel import in_kernel
 from brawlkit.league.directory import LeagueDir
-from brawlkit.league.records import ROLES
+from brawlkit.league.role_specs import role_names
 from brawlkit.training.config import TrainConfig
 from brawlkit.training.evaluate import evaluate_shipped
 from brawlkit.wire.server_process import usable_cores
@@ -254,8 +254,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="train every role concurrently on one league directory")
     r.add_argument("--league-dir", required=True)
-    r.add_argument("--roles", default=",".join(ROLES),
-                   help=f"comma list of roles (default {','.join(ROLES)})")
+    r.add_argument("--roles", default=",".join(role_names()),
+                   help=f"comma list of roles (default {','.join(role_names())})")
     r.add_argument("--runs-root", default="runs", help="where each role's run directory goes")
     add_progress_flag(r)
     rp = sub.add_parser("report", help="judge Main's newest generation on fresh matches")
@@ -275,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         return 0
     roles = [x.strip() for x in args.roles.split(",") if x.strip()]
-    bad = [x for x in roles if x not in ROLES]
+    bad = [x for x in roles if x not in role_names()]
     if bad or not roles:
-        ap.error(f"unknown role(s) {bad}; roles are {', '.join(ROLES)}")
+        ap.error(f"unknown role(s) {bad}; roles are {', '.join(role_names())}")
     return run(args.league_dir, roles, train_args, args.runs_root, progress=not args.no_progress)

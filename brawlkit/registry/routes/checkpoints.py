@@ -22,7 +22,8 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect
 
 from brawlkit.export.bpw import blob_kind, compress_lz4, parse_bpw
-from brawlkit.league.records import ROLES, Member, permanent_ids
+from brawlkit.league.records import Member, permanent_ids
+from brawlkit.league.role_specs import role_names
 from brawlkit.registry import json_numbers
 from brawlkit.registry.database import TEXT_LEN, NewCheckpoint, NotFound
 from brawlkit.registry.deps import Read, RegistryDep, Write, checkpoint_record, http_error
@@ -286,8 +287,8 @@ def newest(role: Annotated[str, Path(max_length=64)], _c: Read,
            reg: RegistryDep) -> JSONResponse:
     """The newest non-disabled checkpoint of a role (largest generation, then
     latest ``created``)."""
-    if role not in ROLES:
-        raise http_error(400, f"unknown role {role[:64]!r} (one of {', '.join(ROLES)})")
+    if role not in role_names():
+        raise http_error(400, f"unknown role {role[:64]!r} (one of {', '.join(role_names())})")
     rec = reg.db.newest(role)
     if rec is None:
         raise NotFound(f"no checkpoint of role {role!r}")
