@@ -91,15 +91,16 @@ test: build lint check pytest
 # docs/imitation.md) that every role continues (--init-from), the three roles training
 # concurrently on runs/league, its Elo drift notebook, and last Main's newest generation
 # judged on 50 fresh matches against cpu:3 (the verdict is the last line). TRAIN_ARGS: more
-# generations, e.g. TRAIN_ARGS="--generations 20"; IMITATE_ARGS: the clone's settings.
-# the clone as the chosen recipe makes it (configs/learn/chosen.toml): it is most of the bot
-IMITATE_ARGS ?= --teacher 8 --matches 40 --label-rule last_press --epochs 30 --dagger-rounds 3 \
-  --dagger-beta 1.0 --c-eval-matches 0 --eval-episodes 0
+# generations, e.g. TRAIN_ARGS="--generations 20"; IMITATE_ARGS: imitate flags over the
+# clone's shipped settings (brawlkit/training/imitation.py CLONE_ARGS: the chosen recipe's
+# clone, configs/learn/chosen.toml; it is most of the bot). `imitate --ensure` builds the
+# clone in runs/imitate when absent or built otherwise, and reuses it else: the same clone
+# train_role.ipynb and colab_bootstrap.py start from.
+IMITATE_ARGS ?=
 TRAIN_ARGS ?= --generations 2 --steps-per-generation 50000 --kl-coef 0.05 --kl-decay-steps 100000
 train: build
 	mkdir -p runs
-	rm -rf runs/imitate
-	$(VPY) -m brawlkit imitate --run-dir runs/imitate $(IMITATE_ARGS)
+	$(VPY) -m brawlkit imitate --ensure --run-dir runs/imitate $(IMITATE_ARGS)
 	$(VPY) -m brawlkit league run --league-dir runs/league --runs-root runs -- \
 	  --init-from runs/imitate/gen_0000.zip $(TRAIN_ARGS)
 	$(VPY) -m papermill notebooks/elo_drift.ipynb runs/elo_drift.ipynb -p league_dir runs/league

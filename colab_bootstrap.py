@@ -18,7 +18,9 @@ Either way it:
 2. installs it into this Python (``pip install -e WORKDIR[move,EXTRAS]``: the dependencies
    ``pyproject.toml`` declares) and builds the native code (``make -C native``; as root
    the Debian packages it needs are installed first);
-3. trains the roles concurrently for the time budget, each continuing its newest
+3. builds the clone of CPU 8 every role starts from when it is absent (``imitate
+   --ensure``, as ``make train`` does; 1.5–3 minutes on 2 cores), then
+   trains the roles concurrently for the time budget, each continuing its newest
    checkpoint — this runtime's own or, in shared mode on a fresh runtime, the
    registry's — instead of starting again from generation zero (shared mode pushes
    every generation and its matches back);
@@ -56,8 +58,16 @@ TIME_BUDGET_MIN = float(os.environ.get("BRAWLKIT_TIME_BUDGET_MIN", "60"))
 #: where the clone lives (its runs/ holds this runtime's runs and league directory)
 WORKDIR = os.environ.get("BRAWLKIT_WORKDIR", "/content/brawlkit" if Path("/content").is_dir()
                          else str(Path.home() / "brawlkit"))
-#: training settings passed to every role (python -m brawlkit train --help)
-TRAIN_ARGS = os.environ.get("BRAWLKIT_TRAIN_ARGS", "--steps-per-generation 100000")
+#: training settings passed to every role (python -m brawlkit train --help); empty: the
+#: quick-start sizes (brawlkit.training.config.QUICK_START: the fast trainer's 64 arenas,
+#: generations of 1,000,000 env steps, about a minute each on 2 cores, a KL term toward
+#: the clone)
+TRAIN_ARGS = os.environ.get("BRAWLKIT_TRAIN_ARGS", "")
+#: every role's new lineage starts from the clone of CPU 8 in WORKDIR/runs/imitate (built
+#: there when absent, as `make train` does: `python -m brawlkit imitate --ensure`); these
+#: are imitate flags over the shipped clone's settings (its network must match TRAIN_ARGS':
+#: e.g. "--action-repeat 8" beside a TRAIN_ARGS with --action-repeat 8)
+CLONE_ARGS = os.environ.get("BRAWLKIT_CLONE_ARGS", "")
 #: this runtime's name in the registry (default: the host name)
 LOCATION = os.environ.get("BRAWLKIT_LOCATION", "")
 #: more optional parts pip installs beside the core (pyproject.toml's extras:
@@ -177,10 +187,19 @@ def train(work: Path) -> int:
     registry = ["--registry", REGISTRY_URL, *location] if shared else []
     if shared:
         sh([py, "-m", "brawlkit", "registry", "list", "--url", REGISTRY_URL])  # token works
+    clone = work / "runs" / "imitate"
+    sh([py, "-m", "brawlkit", "imitate", "--ensure", "--run-dir", str(clone), "--no-progress",
+        *shlex.split(CLONE_ARGS)], cwd=str(work))
+    if TRAIN_ARGS:
+        train_args = shlex.split(TRAIN_ARGS)
+    else:
+        from brawlkit.training.config import quick_start_flags
+
+        train_args = quick_start_flags()
     cmd = [py, "-m", "brawlkit", "league", "run", "--league-dir", league, "--runs-root", runs,
            "--roles", ",".join(ROLES), "--", *registry, "--resume-or-new",
-           "--time-budget", str(TIME_BUDGET_MIN), "--generations", "100000",
-           *shlex.split(TRAIN_ARGS)]
+           "--init-from", str(clone / "gen_0000.zip"), *train_args,
+           "--time-budget", str(TIME_BUDGET_MIN), "--generations", "100000"]
     say(f"training {', '.join(ROLES)} for {TIME_BUDGET_MIN:g} min "
         + (f"in the shared league at {REGISTRY_URL}" if shared else
            f"in a local league ({league}; no registry)")

@@ -37,6 +37,9 @@ pytestmark = [pytest.mark.training, pytest.mark.servers, pytest.mark.timeout(180
 WHEELHOUSE_ENV = "BRAWLKIT_TEST_WHEELHOUSE"
 TINY = ("--steps-per-generation 2048 --n-envs 2 --n-steps 256 --batch-size 128 --n-epochs 1 "
         "--action-repeat 8 --eval-levels 1 --eval-episodes 1")
+#: the clone every role starts from, tiny, of the same action repeat (the notebook and the
+#: bootstrap build and reuse it in the clone's runs/imitate)
+TINY_CLONE = "--opponents 1 --matches 2 --epochs 2 --dagger-rounds 0"
 ROLES = ("main", "main_exploiter", "league_exploiter")
 
 
@@ -128,7 +131,7 @@ def test_a_notebook_alone_sets_itself_up_as_in_colab(colab: dict[str, Any]) -> N
         shutil.copy2(ROOT / "notebooks" / name, alone / name)
     tiny = ["-p", "role", "main", "-p", "generations", "1", "-p", "steps_per_generation", "2048",
             "-p", "n_envs", "2", "-y", "eval_levels: [1]", "-p", "eval_episodes", "1",
-            "-p", "progress", "False",
+            "-p", "progress", "False", "-p", "clone_args", TINY_CLONE,
             "-y", "config: {action_repeat: 8, n_steps: 256, batch_size: 128, n_epochs: 1}"]
     out = _papermill(colab, alone / "train_role.ipynb", alone / "train_role.out.ipynb", *tiny)
     work = colab["work"]
@@ -139,6 +142,7 @@ def test_a_notebook_alone_sets_itself_up_as_in_colab(colab: dict[str, Any]) -> N
     assert (work / "native" / "build" / "brawlpit_server").is_file()
     league = work / "runs" / "league"  # the default league_dir, resolved under the clone
     assert _main_generations(league) == [0]
+    assert (work / "runs" / "imitate" / "gen_0000.zip").is_file()  # it started from the clone
     assert not (alone / "runs").exists()
     # a second notebook in the same runtime: the set-up cell does nothing now
     out = _papermill(colab, alone / "elo_drift.ipynb", alone / "elo_drift.out.ipynb")
@@ -168,7 +172,8 @@ def test_the_local_only_mode_needs_no_registry(colab: dict[str, Any]) -> None:
     """``python colab_bootstrap.py`` without a registry: the league in the runtime's own
     directory, its Main continued (generation 1 after the notebook's 0)."""
     env = {**colab["env"], "BRAWLKIT_REGISTRY_URL": "", "BRAWLKIT_ROLES": "main",
-           "BRAWLKIT_TIME_BUDGET_MIN": "0.05", "BRAWLKIT_TRAIN_ARGS": TINY}
+           "BRAWLKIT_TIME_BUDGET_MIN": "0.05", "BRAWLKIT_TRAIN_ARGS": TINY,
+           "BRAWLKIT_CLONE_ARGS": f"--action-repeat 8 {TINY_CLONE}"}
     for k in ("BRAWLKIT_AGENT_ID", "BRAWLKIT_AGENT_SECRET"):
         env.pop(k, None)
     r = _bootstrap(env, colab["python"])
@@ -189,6 +194,7 @@ def test_bootstrap_joins_the_league_and_a_fresh_runtime_continues_it(colab: dict
             "BRAWLKIT_AGENT_ID": "colab", "BRAWLKIT_AGENT_SECRET": add_agent(db, "colab", "write"),
             "BRAWLKIT_REGISTRY_URL": srv.url,
             "BRAWLKIT_TIME_BUDGET_MIN": "0.05", "BRAWLKIT_TRAIN_ARGS": TINY,
+            "BRAWLKIT_CLONE_ARGS": f"--action-repeat 8 {TINY_CLONE}",
             "BRAWLKIT_LOCATION": "colab-1", "BRAWLKIT_REGISTRY_CACHE": str(tmp_path / "cache"),
         })
         first = _bootstrap(env, colab["python"])

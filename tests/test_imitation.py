@@ -195,6 +195,39 @@ def test_imitate_refuses_a_set_of_another_cadence_and_a_used_run_dir(tmp_path: P
                    progress=False)
 
 
+def test_imitate_ensure_builds_the_clone_once_and_again_only_for_other_settings(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``imitate --ensure`` (make train's, and ensure_clone's for the notebook and the Colab
+    bootstrap): the shipped settings under the given ones, built when absent, reused when
+    built alike, rebuilt in place when built otherwise; a directory of other checkpoints
+    is refused."""
+    run = tmp_path / "imitate"
+    tiny = ["imitate", "--ensure", "--run-dir", str(run), "--opponents", "3", "--matches", "2",
+            "--epochs", "1", "--dagger-rounds", "0", "--no-progress"]
+    assert brawlkit_main(tiny) == 0
+    meta = json.loads((run / "gen_0000.json").read_text())
+    settings = meta["imitation"]["settings"]  # CLONE_ARGS under the flags given
+    assert settings["teachers"] == [8] and settings["label_rule"] == "last_press"
+    assert settings["matches"] == 2 and settings["dagger_beta"] == 1.0 and settings["epochs"] == 1
+    built = (run / "gen_0000.zip").stat().st_mtime_ns
+    capsys.readouterr()
+    assert brawlkit_main(tiny) == 0  # the same settings: reused, not rebuilt
+    assert "already built with these settings" in capsys.readouterr().out
+    assert (run / "gen_0000.zip").stat().st_mtime_ns == built
+    # the Python side (the notebook's): the same clone, shaped like the run
+    assert im.ensure_clone(run, tiny[4:-1], like=TrainConfig(), progress=False) == run / "gen_0000.zip"
+    assert (run / "gen_0000.zip").stat().st_mtime_ns == built
+    # another network cadence: rebuilt in place
+    again = im.ensure_clone(run, tiny[4:-1], like=TrainConfig(action_repeat=8), progress=False)
+    assert json.loads(again.with_suffix(".json").read_text())["config"]["action_repeat"] == 8
+    with pytest.raises(ValueError, match=r"unknown `imitate` flag\(s\) \['--bogus'\]"):
+        im.ensure_clone(run, ["--bogus"])
+    (run / "gen_0001.json").write_text("{}")  # not one clone any more
+    (run / "gen_0001.zip").write_bytes(b"x")
+    with pytest.raises(FileExistsError, match="not one imitation clone"):
+        im.ensure_clone(run, tiny[4:-1], progress=False)
+
+
 def test_the_held_teacher_table_command(capsys: pytest.CaptureFixture[str]) -> None:
     assert brawlkit_main(["imitate", "table", "--teachers", "6", "--repeats", "1,4",
                           "--rules", "held,last_press", "--matches", "4", "--json"]) == 0

@@ -34,9 +34,11 @@ def _images(nb: nbformat.NotebookNode) -> int:
 
 
 #: a tiny generation of full matches (action repeat 8 halves their steps): the league
-#: logs only finished training matches, and the notebook's league plot needs some
+#: logs only finished training matches, and the notebook's league plot needs some; the
+#: clone it starts from, built by the notebook (its default clone_dir), tiny too
+TINY_CLONE = "--opponents 1 --matches 2 --epochs 2 --dagger-rounds 0"
 TINY_TRAIN = {"generations": 1, "steps_per_generation": 2048, "n_envs": 2, "eval_levels": [1],
-              "eval_episodes": 1, "progress": False, "seed": 1,
+              "eval_episodes": 1, "progress": False, "seed": 1, "clone_args": TINY_CLONE,
               "config": {"action_repeat": 8, "learning_rate": 1e-4, "n_steps": 256,
                          "batch_size": 128, "n_epochs": 1}}
 
@@ -77,6 +79,15 @@ def test_train_role_main_registers_in_the_default_league_and_continues(main_leag
     assert len(run_dirs) == 1, run_dirs  # the second run continued the first one's directory
     meta = json.loads((run_dirs[0] / "gen_0001.json").read_text())
     assert meta["role"] == "main" and "cpu_1" in meta["eval"]
+    # it started from the clone it built where make train keeps it (the second run reused
+    # it), with the quick start's KL term toward it
+    clone = main_league["data"] / "runs" / "imitate" / "gen_0000.zip"
+    first = json.loads((run_dirs[0] / "gen_0000.json").read_text())
+    assert first["config"]["init_from"] == str(clone) and first["config"]["kl_coef"] == 0.02
+    assert json.loads(clone.with_suffix(".json").read_text())["imitation"]["settings"][
+        "matches"] == 2
+    texts = [_outputs_text(nb) for nb in main_league["notebooks"]]
+    assert all(f"starting from the clone {clone}" in t for t in texts)
     assert meta["config"]["action_repeat"] == 8 and meta["config"]["learning_rate"] == 1e-4
     for nb in main_league["notebooks"]:
         # four run plots (reward tiers are one figure) and the league's (draws, ratings)

@@ -15,7 +15,7 @@ from helpers import last_json, run_cli
 
 from brawlkit.env.vecenv import BrawlpitVecEnv
 from brawlkit.training.cli import build_parser
-from brawlkit.training.config import TrainConfig, config_fields, config_from_args
+from brawlkit.training.config import QUICK_START, TrainConfig, config_fields, config_from_args
 
 #: a non-default value for every TrainConfig field: tiny, and each one different from
 #: its default, so a test run proves the flag reaches the run and its metadata
@@ -68,8 +68,9 @@ def test_bad_settings_are_refused_with_their_name():
 
 
 def test_notebook_parameters_are_config_fields():
-    """The train_role notebook's parameters are TrainConfig fields (None = the field's
-    default) plus a few notebook-only ones: the notebook declares no defaults of its own."""
+    """The train_role notebook's parameters are TrainConfig fields (None = the package's
+    QUICK_START size, else the field's default) plus a few notebook-only ones: the
+    notebook declares no defaults of its own."""
     import nbformat
     from helpers import ROOT
 
@@ -78,7 +79,10 @@ def test_notebook_parameters_are_config_fields():
     ns: dict = {}
     exec(cell.source, ns)  # noqa: S102 - our own notebook's literal assignments
     params = {k: v for k, v in ns.items() if not k.startswith("__")}
-    notebook_only = {"config", "run_dir", "progress", "league_dir", "runs_root", "resume"}
+    notebook_only = {"config", "run_dir", "progress", "league_dir", "runs_root", "resume",
+                     "clone_dir", "clone_args"}
+    assert set(QUICK_START) <= set(config_fields())
+    TrainConfig.from_dict({**QUICK_START, "init_from": "clone.zip"}).validate()
     assert set(params) - notebook_only <= set(config_fields())
     for k in set(params) - notebook_only:
         assert params[k] is None or (k == "role" and params[k] == TrainConfig().role), k

@@ -227,6 +227,24 @@ class TrainConfig:
         return cfg
 
 
+#: the sizes a start from the clone uses where a person waits for it — the train_role
+#: notebook and colab_bootstrap.py (``--init-from`` the clone, imitation.ensure_clone) —
+#: over TrainConfig's defaults: the chosen recipe's width on the fast trainer
+#: (configs/learn/chosen_wide.toml: 64 arenas of one server, rollout 256, minibatch 2,048,
+#: 4 epochs, its KL toward the clone), a generation sized to about a minute on 2 cores
+#: (measured: 1,000,000 env steps trained in 62 s and evaluated in 1.5 s, 70 s in all, on 2
+#: cores shared with other jobs, load ~8; README, Notebooks)
+QUICK_START: dict[str, Any] = {
+    "generations": 1, "steps_per_generation": 1_000_000, "n_envs": 64, "n_steps": 256,
+    "batch_size": 2048, "n_epochs": 4, "kl_coef": 0.02, "kl_decay_steps": 2_000_000,
+}
+
+
+def quick_start_flags() -> list[str]:
+    """:data:`QUICK_START` as ``train`` flags (colab_bootstrap.py's default)."""
+    return [a for k, v in QUICK_START.items() for a in (f"--{k.replace('_', '-')}", str(v))]
+
+
 @dataclass
 class RunOptions:
     """Where a run lives and how it reports: the options of ``train`` that are not

@@ -44,6 +44,7 @@ import json
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -545,6 +546,81 @@ def imitate(icfg: ImitationConfig, cfg: TrainConfig, run_dir: str | Path | None 
                            c_eval, evals, seconds)
 
 
+# ----------------------------------------------------------------- the clone runs start from
+#: where the clone lives (relative to the data root, as every runs/ path)
+CLONE_DIR = "runs/imitate"
+#: the clone every start from replays uses — ``make train``, ``train_role.ipynb``,
+#: ``colab_bootstrap.py`` (:func:`ensure_clone`, ``imitate --ensure``) — as the chosen
+#: recipe makes it (configs/learn/chosen.toml's [imitation]): CPU 8 the teacher against
+#: every level, 40 matches each, 30 epochs, 3 DAgger rounds with beta 1 (docs/imitation.md:
+#: cpu:1-4 1.00, cpu:5 0.75 before any RL; 1.5 minutes on 2 cores, 3 minutes (179 s) on
+#: 2 cores shared with other jobs at load ~8)
+CLONE_ARGS: tuple[str, ...] = (
+    "--teacher", "8", "--matches", "40", "--label-rule", "last_press", "--epochs", "30",
+    "--dagger-rounds", "3", "--dagger-beta", "1.0", "--c-eval-matches", "0",
+    "--eval-episodes", "0")
+#: the run settings a clone must share with the run it starts (``train --init-from``
+#: refuses another network, cadence or input layout)
+CLONE_SHAPE = ("action_repeat", "input_layout", "hidden", "log_std_init")
+
+
+def clone_settings(args: Sequence[str] = (), like: TrainConfig | None = None
+                   ) -> tuple[ImitationConfig, TrainConfig]:
+    """The clone's settings: :data:`CLONE_ARGS` with ``args`` (``imitate`` flags) over
+    them, shaped ``like`` a run's config; ``ValueError`` naming a bad one."""
+    ap = build_parser()
+    ap.exit_on_error = False
+    try:
+        parsed, extra = ap.parse_known_args([*CLONE_ARGS, *args])
+    except argparse.ArgumentError as e:
+        raise ValueError(f"clone settings {' '.join(args)!r}: {e}") from None
+    if extra:
+        raise ValueError(f"clone settings: unknown `imitate` flag(s) {extra} (python -m "
+                         "brawlkit imitate --help lists them)")
+    return _configs(parsed, like)
+
+
+def _reusable_clone(run_dir: Path, icfg: ImitationConfig, cfg: TrainConfig) -> Path | None:
+    """``run_dir``'s clone when it was built with exactly these settings; None when there
+    is none (a clone of other settings is removed first, so it is rebuilt in place)."""
+    from brawlkit.training.checkpoints import list_checkpoints
+
+    zip_path, meta_path = run_dir / "gen_0000.zip", run_dir / "gen_0000.json"
+    if not list_checkpoints(run_dir):
+        return None
+    try:
+        meta = json.loads(meta_path.read_text())
+        stored = (meta["imitation"]["settings"], {k: meta["config"][k] for k in (*_TRAIN_FIELDS, *CLONE_SHAPE)})
+    except (OSError, ValueError, KeyError, TypeError):
+        stored = None
+    if stored is None or len(list_checkpoints(run_dir)) != 1:
+        raise FileExistsError(f"{run_dir} holds checkpoints that are not one imitation clone: "
+                              "choose another clone directory")
+    want = json.loads(json.dumps((asdict(icfg), {k: cfg.to_dict()[k]
+                                                 for k in (*_TRAIN_FIELDS, *CLONE_SHAPE)})))
+    if list(stored) == want and zip_path.is_file():
+        return zip_path
+    print(f"{run_dir}: its clone was built with other settings; building it again",
+          file=sys.stderr)
+    for name in ("gen_0000.zip", "gen_0000.json", "best.json"):
+        (run_dir / name).unlink(missing_ok=True)
+    return None
+
+
+def ensure_clone(run_dir: str | Path = CLONE_DIR, args: Sequence[str] = (),
+                 like: TrainConfig | None = None, progress: bool = True) -> Path:
+    """The clone a run starts from (``--init-from``): ``run_dir/gen_0000.zip``, built by
+    :func:`imitate` with :func:`clone_settings` unless ``run_dir`` already holds one built
+    with the same settings.  One home for "clone if absent": ``make train`` runs it as
+    ``imitate --ensure``, ``train_role.ipynb`` and ``colab_bootstrap.py`` call it."""
+    icfg, cfg = clone_settings(args, like)
+    rd = Path(run_dir)
+    clone = _reusable_clone(rd, icfg, cfg)
+    if clone is not None:
+        return clone
+    return imitate(icfg, cfg, rd, progress=progress).checkpoint
+
+
 # ----------------------------------------------------------------- the held-teacher table
 def teacher_table(teachers: list[int], repeats: list[int], rules: list[str], matches: int,
                   seed: int) -> list[dict[str, Any]]:
@@ -678,6 +754,12 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--runs-root", default=DEFAULT_RUNS_ROOT)
     g.add_argument("--no-progress", action="store_true", help="no tqdm bar")
     g.add_argument("--json", action="store_true", help="the result as one JSON line last")
+    g.add_argument("--ensure", action="store_true",
+                   help="the clone runs start from (make train, train_role.ipynb, "
+                   "colab_bootstrap.py): the shipped settings (CLONE_ARGS: "
+                   f"{' '.join(CLONE_ARGS)}) under any given here, in --run-dir (default "
+                   f"{CLONE_DIR}); reuses the clone there when it was built with the same "
+                   "settings, else builds it (replacing a clone of other settings)")
     return ap
 
 
@@ -685,23 +767,42 @@ _TRAIN_FIELDS = ("role", "seed", "action_repeat", "input_layout", "reward", "gam
                  "log_std_init", "eval_levels", "eval_episodes")
 
 
+def _configs(args: argparse.Namespace, like: TrainConfig | None = None
+             ) -> tuple[ImitationConfig, TrainConfig]:
+    """The parsed flags as (imitation settings, the network's TrainConfig), checked;
+    ``like``: take the network's shape and cadence (:data:`CLONE_SHAPE`) from that run's
+    config, so the clone is one ``train --init-from`` accepts."""
+    names = set(ImitationConfig.__dataclass_fields__)
+    shape = {k: getattr(like, k) for k in CLONE_SHAPE} if like is not None else {}
+    cfg = TrainConfig.from_dict({**{k: getattr(args, k) for k in _TRAIN_FIELDS}, **shape})
+    kw: dict[str, Any] = {k: (tuple(v) if isinstance(v, list) else v)
+                          for k, v in vars(args).items() if k in names}
+    icfg = ImitationConfig(**kw)
+    icfg.validate(cfg)
+    return icfg, cfg
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["table"]:
         return table_main(argv[1:])
     ap = build_parser()
-    args = ap.parse_args(argv)
-    names = set(ImitationConfig.__dataclass_fields__)
+    ensure = "--ensure" in argv  # the shipped clone's settings first, the given ones over them
+    args = ap.parse_args([*CLONE_ARGS, *argv] if ensure else argv)
     try:
-        cfg = TrainConfig.from_dict({k: getattr(args, k) for k in _TRAIN_FIELDS})
-        kw: dict[str, Any] = {k: (tuple(v) if isinstance(v, list) else v)
-                              for k, v in vars(args).items() if k in names}
-        icfg = ImitationConfig(**kw)
-        icfg.validate(cfg)
+        icfg, cfg = _configs(args)
     except ValueError as e:
         ap.error(str(e))
     try:
-        res = imitate(icfg, cfg, args.run_dir, args.runs_root, progress=not args.no_progress)
+        if ensure:
+            run_dir = Path(args.run_dir or CLONE_DIR)
+            clone = _reusable_clone(run_dir, icfg, cfg)
+            if clone is not None:
+                print(f"checkpoint {clone}: the clone, already built with these settings")
+                return 0
+        else:
+            run_dir = args.run_dir
+        res = imitate(icfg, cfg, run_dir, args.runs_root, progress=not args.no_progress)
     except (FileNotFoundError, FileExistsError, ValueError) as e:
         print(f"imitate: {e}", file=sys.stderr)
         return 2
