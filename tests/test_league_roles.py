@@ -1,4 +1,5 @@
-"""PFSP weightings, the payoff record and the three roles' opponent choice."""
+"""PFSP weightings, the payoff record, the roles' opponent choice, and the roles as data (one
+declaration per role, a toy role added through its declaration and trained)."""
 
 from __future__ import annotations
 
