@@ -81,6 +81,9 @@ class TrainConfig:
     hidden: tuple[int, ...] = _opt((64, 64), "hidden layer sizes of the actor and the critic "
                                    "(tanh); the .bpw and brawlpit_bot's C forward take any, its "
                                    "cost is `bench native --checkpoint`'s")
+    pipeline: bool = _opt(True, "the rollout keeps both cores busy: the server steps one half "
+                          "of the arenas while the trainer decides the other "
+                          "(training/rollout.py); false: SB3's serial loop")
     # --- PPO (stable-baselines3 names)
     learning_rate: float = _opt(3e-4, "Adam learning rate", aliases=("--lr",))
     n_steps: int = _opt(1024, "rollout length per env (shrunk so a generation holds a rollout)")
@@ -296,10 +299,23 @@ def _coerce(tp: Any, value: Any) -> Any:
     return value
 
 
+def _boolean(text: str) -> bool:
+    """A yes/no flag value: true/false, yes/no, on/off, 1/0 (argparse's ``bool`` would
+    take "false" for True)."""
+    t = text.strip().lower()
+    if t in ("true", "yes", "on", "1"):
+        return True
+    if t in ("false", "no", "off", "0"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
 def _parse(tp: Any) -> Any:
     """The argparse ``type`` callable of a field type."""
     if typing.get_origin(tp) is tuple:
         return lambda s: tuple(int(x) for x in s.split(",") if x.strip())
+    if tp is bool:
+        return _boolean
     if typing.get_origin(tp) in (typing.Union, types.UnionType):
         inner = [a for a in typing.get_args(tp) if a is not type(None)][0]
 

@@ -124,6 +124,7 @@ def build_model(cfg: TrainConfig, venv: Any) -> Any:
         gae_lambda=cfg.gae_lambda, clip_range=cfg.clip_range, ent_coef=cfg.ent_coef,
         policy_kwargs=policy_kwargs(cfg.log_std_init, cfg.hidden), seed=cfg.seed, device="cpu", verbose=0,
     )
+    model.pipeline = cfg.pipeline  # type: ignore[attr-defined]
     stamp_model(model, policy_meta(cfg))
     attach_reference(model, cfg)
     return model
@@ -363,6 +364,7 @@ def _load_or_build(cfg: TrainConfig, venv: Any, rdir: Path, resume_from: dict[st
         return _fresh_weights(cfg, venv, gen, logger), None, None
     zip_path = generation_paths(rdir, gen)[0]
     model = ppo_class(cfg).load(str(zip_path), env=venv, device="cpu")
+    model.pipeline = cfg.pipeline  # type: ignore[attr-defined]
     attach_reference(model, cfg)
     model.ent_coef = cfg.ent_coef
     model.set_random_seed(cfg.seed + gen + 1)
