@@ -28,11 +28,11 @@ from brawlkit.env import BrawlpitEnv
 from brawlkit.env.actions import ACTION_NAMES, N_PATTERNS, action_patterns, spam_fraction
 from brawlkit.env.observation import check_input_layout
 from brawlkit.env.rewards import OutcomeReward
-from brawlkit.export.actor import NumpyPolicy, load_checkpoint
+from brawlkit.export.actor import NumpyPolicy, checkpoint_meta, load_checkpoint
 from brawlkit.export.bpw import PolicyMeta
 from brawlkit.league.opponents import BaselinePolicy
-from brawlkit.league.records import BASELINE_ID
-from brawlkit.wire.cpu_level import CpuLevel
+from brawlkit.league.records import BASELINE_ID, permanent_ids
+from brawlkit.wire.cpu_level import CPU_LEVELS, CpuLevel
 from brawlkit.wire.server_process import ServerGroup
 
 PolicyFn = Callable[[np.ndarray], np.ndarray]
@@ -292,8 +292,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n-envs", type=int, default=2, help="servers played in parallel (default 2)")
     add_json_flag(ap)
     args = ap.parse_args(argv)
-    if not Path(args.checkpoint).is_file():
-        print(f"eval: checkpoint {args.checkpoint} not found", file=sys.stderr)
+    # every mistake refused here, in a second, before torch loads or a server starts
+    if args.vs not in permanent_ids():
+        ap.error(f"--vs {args.vs!r}: eval plays a permanent member: {BASELINE_ID} or cpu:L "
+                 f"with L in {CPU_LEVELS[0]}..{CPU_LEVELS[-1]}")
+    for flag, value in (("--episodes", args.episodes), ("--n-envs", args.n_envs)):
+        if value < 1:
+            ap.error(f"{flag} must be >= 1, got {value}")
+    try:
+        checkpoint_meta(args.checkpoint)
+    except (FileNotFoundError, ValueError) as e:
+        print(f"eval: --checkpoint: {e}", file=sys.stderr)
         return 2
     res = evaluate(args.checkpoint, args.vs, args.episodes, args.seed, args.n_envs)
     if args.json:
