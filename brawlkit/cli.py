@@ -2,7 +2,9 @@
 
 Each sub-command lives in its own module exposing ``main(argv) -> int``; this
 file only routes, importing the module on demand so ``--help`` and light
-commands never pay for torch.  ``--json`` commands print one JSON object on
+commands never pay for torch (``--help`` imports each command's module, which is
+torch-free at import, to list its sub-commands from its own parser).  A mistyped
+command is one line naming the closest one.  ``--json`` commands print one JSON object on
 the last line of stdout.  docs/cli.md documents every command.
 """
 

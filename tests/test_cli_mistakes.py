@@ -97,6 +97,8 @@ MISTAKES: list[tuple[str, Args, str]] = [
      "no league directory at"),
     ("league report on a run directory",
      lambda t: ["league", "report", "--league-dir", str(_run_dir(t))], "is not a league directory"),
+    ("league report --vs cpu:9", lambda t: ["league", "report", "--league-dir", str(t / "D"),
+                                            "--vs", "cpu:3,cpu:9"], "the opponents are permanent members"),
     ("botpool on a run directory", lambda t: ["botpool", "--league-dir", str(_run_dir(t))],
      "is not a league directory"),
     ("league run with train's flags before --",

@@ -1,4 +1,4 @@
-"""``python -m brawlkit policy serve|play``: the ``/move`` endpoint and its worker.
+"""``python -m brawlkit policy serve|play|train``: the ``/move`` endpoint, its worker and its trainer.
 
 * ``serve (--checkpoint CKPT | --text-policy FILE | --llm URL --model NAME) --port N
   [--host 127.0.0.1] [--member ID]`` serves a PPO checkpoint (SB3 zip or ``.bpw``), a
@@ -12,7 +12,8 @@
 * ``train --out DIR [--minutes M] [--seed S] ...`` trains the small text policy through
   the real endpoint (:mod:`brawlkit.policy_server.train_run`).
 
-docs/move.md documents both and the JSON contract.
+docs/move.md documents them and the JSON contract; the sub-commands and their help are
+:data:`SUBCOMMANDS`, one table for the dispatch and every help text.
 """
 
 from __future__ import annotations
@@ -152,9 +153,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] in ("-h", "--help"):
-        (build_parser().print_help if argv else build_parser().print_usage)()
-        return 0 if argv else 2
+    if not argv:
+        build_parser().print_usage(sys.stderr)
+        return 2
+    if argv[0] in ("-h", "--help"):
+        build_parser().print_help()
+        return 0
     if argv[0] not in SUBCOMMANDS:
         build_parser().error(f"unknown sub-command {argv[0]!r}; the sub-commands are "
                              + "|".join(SUBCOMMANDS))
