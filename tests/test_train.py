@@ -99,6 +99,23 @@ def test_a_resume_keeps_the_runs_settings_but_for_what_is_given():
         resumed_config(TrainConfig(hidden=(32, 32)), run, frozenset({"hidden"}))
 
 
+def test_a_resume_whose_kl_reference_is_gone_says_what_to_pass(tmp_path):
+    """A run resumed with its KL term toward a clone this machine lacks (a registry
+    resume on a fresh runtime): one line naming the flags, before any server starts;
+    the flag given now is what the resume uses."""
+    run = tmp_path / "runs" / "main" / "r"
+    run.mkdir(parents=True)
+    (run / "gen_0000.zip").write_bytes(b"never read: refused before the model loads")
+    config = TrainConfig(kl_coef=0.1, init_from=str(tmp_path / "gone.zip")).to_dict()
+    (run / "gen_0000.json").write_text(json.dumps({"generation": 0, "config": config}))
+    r = run_cli("train", "--resume", "--run-dir", str(run), "--no-progress", timeout=120)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert r.stderr.strip().splitlines() == [
+        f"train: the resumed run's KL term (kl_coef 0.1) pulls toward its --init-from "
+        f"{tmp_path / 'gone.zip'}, which is not on this machine: pass --init-from CKPT (that "
+        "checkpoint) or --kl-coef 0"]
+
+
 def test_train_knows_which_flags_were_given():
     """Given at its default's value still counts (``--steps-per-generation 100000`` on a
     resume restores the default over the run's 50,000)."""

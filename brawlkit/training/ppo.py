@@ -238,6 +238,12 @@ def _resumed(cfg: TrainConfig, opts: RunOptions, rdir: Path,
     """The config the resumed run continues with (:func:`resumed_config`); says on
     stderr which of the run's settings this call changes."""
     new, changes = resumed_config(cfg, resume_from.get("config") or {}, opts.chosen)
+    if new.kl_coef > 0 and new.init_from and not Path(new.init_from).is_file():
+        # e.g. resumed from a registry on a fresh machine, the clone left behind
+        raise FileNotFoundError(
+            f"the resumed run's KL term (kl_coef {new.kl_coef}) pulls toward its --init-from "
+            f"{new.init_from}, which is not on this machine: pass --init-from CKPT (that "
+            "checkpoint) or --kl-coef 0")
     gen = int(resume_from["generation"])
     print(f"resume {rdir} after generation {gen}: the run's settings"
           + (f", changed by this call: {'; '.join(changes)}" if changes else ", none changed"),
