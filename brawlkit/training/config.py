@@ -314,11 +314,11 @@ def add_config_arguments(parser: argparse.ArgumentParser,
     command that sets a TrainConfig field declares its flag here, never by hand."""
     group = parser.add_argument_group(title)
     defaults = TrainConfig()
-    chosen = [f for f in dataclasses.fields(TrainConfig) if fields is None or f.name in fields]
-    unknown = set(fields or ()) - {f.name for f in chosen}
+    declared = [f for f in dataclasses.fields(TrainConfig) if fields is None or f.name in fields]
+    unknown = set(fields or ()) - {f.name for f in declared}
     if unknown:
         raise ValueError(f"not TrainConfig fields: {sorted(unknown)}")
-    for f in chosen:
+    for f in declared:
         tp = config_fields()[f.name]
         meta = dict(f.metadata)
         flags = [f"--{f.name.replace('_', '-')}", *meta.pop("aliases", ())]

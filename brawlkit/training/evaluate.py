@@ -30,9 +30,9 @@ from brawlkit.env.observation import check_input_layout
 from brawlkit.env.rewards import OutcomeReward
 from brawlkit.export.actor import NumpyPolicy, checkpoint_meta, load_checkpoint
 from brawlkit.export.bpw import PolicyMeta
-from brawlkit.league.opponents import BaselinePolicy
-from brawlkit.league.records import BASELINE_ID, permanent_ids
-from brawlkit.wire.cpu_level import CPU_LEVELS, CpuLevel
+from brawlkit.league.opponents import BaselinePolicy, permanent_opponent
+from brawlkit.league.records import BASELINE_ID
+from brawlkit.wire.cpu_level import CpuLevel
 from brawlkit.wire.server_process import ServerGroup
 
 PolicyFn = Callable[[np.ndarray], np.ndarray]
@@ -293,9 +293,10 @@ def main(argv: list[str] | None = None) -> int:
     add_json_flag(ap)
     args = ap.parse_args(argv)
     # every mistake refused here, in a second, before torch loads or a server starts
-    if args.vs not in permanent_ids():
-        ap.error(f"--vs {args.vs!r}: eval plays a permanent member: {BASELINE_ID} or cpu:L "
-                 f"with L in {CPU_LEVELS[0]}..{CPU_LEVELS[-1]}")
+    try:
+        permanent_opponent(args.vs)
+    except ValueError as e:
+        ap.error(f"--vs: {e}")
     for flag, value in (("--episodes", args.episodes), ("--n-envs", args.n_envs)):
         if value < 1:
             ap.error(f"{flag} must be >= 1, got {value}")

@@ -29,10 +29,10 @@ from typing import TextIO
 from brawlkit.common.cli_args import add_progress_flag, command_parser
 from brawlkit.common.kernel import in_kernel
 from brawlkit.league.directory import LeagueDir
-from brawlkit.league.records import BASELINE_ID, ROLES, permanent_ids
+from brawlkit.league.opponents import permanent_opponent
+from brawlkit.league.records import ROLES
 from brawlkit.training.config import TrainConfig
 from brawlkit.training.evaluate import evaluate_shipped
-from brawlkit.wire.cpu_level import CPU_LEVELS
 from brawlkit.wire.server_process import usable_cores
 
 _GEN = re.compile(r"^gen (\d+): steps (\d+) (.*)$")
@@ -293,10 +293,10 @@ def main(argv: list[str] | None = None) -> int:
         if train_args:
             sub.error(f"`league report` passes nothing to `train`: drop `-- {' '.join(train_args)}`")
         vs = [x.strip() for x in args.vs.split(",") if x.strip()]
-        bad = [x for x in vs if x not in permanent_ids()]
-        if bad or not vs:  # refused here, not after Main's checkpoint loads
-            sub.error(f"--vs {args.vs!r}: the opponents are permanent members, {BASELINE_ID} or "
-                      f"cpu:L with L in {CPU_LEVELS[0]}..{CPU_LEVELS[-1]}, comma-separated")
+        try:  # refused here, not after Main's checkpoint loads
+            vs = [permanent_opponent(x) for x in vs] or [permanent_opponent(args.vs)]
+        except ValueError as e:
+            sub.error(f"--vs (comma-separated opponents): {e}")
         if args.matches < 1:
             sub.error(f"--matches must be >= 1, got {args.matches}")
         try:
