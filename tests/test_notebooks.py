@@ -51,13 +51,15 @@ def main_league(tmp_path_factory) -> dict:
     """``papermill notebooks/train_role.ipynb -p role main -p generations 1`` twice, from
     the repository root, with the notebook's default league and runs (relative paths
     under the data root: ``BRAWLKIT_DATA_DIR`` points it at a temporary directory so the
-    test leaves the checkout's runs/ alone)."""
+    test leaves the checkout's runs/ alone).  The second run gives no ``config``: the
+    resume keeps the first run's (its action repeat, learning rate, ...)."""
     data = tmp_path_factory.mktemp("data")
     mp = pytest.MonkeyPatch()
     mp.setenv("BRAWLKIT_DATA_DIR", str(data))
     try:
-        runs = [_execute("train_role", data / f"train_role.{i}.ipynb", {"role": "main", **TINY_TRAIN},
-                         ROOT) for i in range(2)]
+        runs = [_execute("train_role", data / f"train_role.{i}.ipynb",
+                         {"role": "main", **TINY_TRAIN, **({"config": {}} if i else {})}, ROOT)
+                for i in range(2)]
     finally:
         mp.undo()
     return {"data": data, "league": data / "runs" / "league", "notebooks": runs}
@@ -77,7 +79,10 @@ def test_train_role_main_registers_in_the_default_league_and_continues(main_leag
     assert len(run_dirs) == 1, run_dirs  # the second run continued the first one's directory
     meta = json.loads((run_dirs[0] / "gen_0001.json").read_text())
     assert meta["role"] == "main" and "cpu_1" in meta["eval"]
+    # the second run resumed with the first one's settings, none given again
     assert meta["config"]["action_repeat"] == 8 and meta["config"]["learning_rate"] == 1e-4
+    assert meta["config"]["n_steps"] == 256 and meta["config"]["batch_size"] == 128
+    assert "the run's settings, none changed" in _outputs_text(main_league["notebooks"][1])
     for nb in main_league["notebooks"]:
         # four run plots (reward tiers are one figure) and the league's (draws, ratings)
         assert _images(nb) >= 5, "expected the four training plots and the league's"

@@ -368,7 +368,7 @@ def test_elo_command_json_and_table_with_a_stand_in_pool(monkeypatch, tmp_path, 
 
 def test_elo_command_missing_directory_and_help() -> None:
     r = brawlkit("elo", "--league-dir", "/nonexistent/league", "--json")
-    assert r.returncode == 2 and "league directory /nonexistent/league not found" in r.stderr
+    assert r.returncode == 2 and "no league directory at /nonexistent/league" in r.stderr
     r = brawlkit("elo", "--help")
     assert r.returncode == 0 and "restart" in r.stdout and "--bootstrap" in r.stdout
 

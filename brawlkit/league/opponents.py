@@ -22,9 +22,20 @@ from brawlkit.common.confined import read_confined
 from brawlkit.env.observation import INPUT_LAYOUTS, INPUT_NAMES, OBS_DIM, OBS_NAMES
 from brawlkit.export.actor import NumpyPolicy
 from brawlkit.league.directory import ARTIFACT_MAX_BYTES
-from brawlkit.league.records import BASELINE_ID, Member
+from brawlkit.league.records import BASELINE_ID, Member, permanent_ids
+from brawlkit.wire.cpu_level import CPU_LEVELS
 
 _I = {name: i for i, name in enumerate(OBS_NAMES)}
+
+
+def permanent_opponent(spec: str) -> str:
+    """``spec`` when it names a permanent member (``baseline``, ``cpu:1`` … ``cpu:8``):
+    the opponents ``eval`` and ``league report`` judge a policy against; else
+    ``ValueError`` naming the forms, said before any checkpoint loads."""
+    if spec not in permanent_ids():
+        raise ValueError(f"{spec!r} is no permanent member: give {BASELINE_ID} or cpu:L with L "
+                         f"in {CPU_LEVELS[0]}..{CPU_LEVELS[-1]}")
+    return spec
 
 
 class BaselinePolicy:

@@ -1,4 +1,4 @@
-"""``python -m brawlkit policy serve|play``: the ``/move`` endpoint and its worker.
+"""``python -m brawlkit policy serve|play|train``: the ``/move`` endpoint, its worker and its trainer.
 
 * ``serve (--checkpoint CKPT | --text-policy FILE | --llm URL --model NAME) --port N
   [--host 127.0.0.1] [--member ID]`` serves a PPO checkpoint (SB3 zip or ``.bpw``), a
@@ -12,21 +12,24 @@
 * ``train --out DIR [--minutes M] [--seed S] ...`` trains the small text policy through
   the real endpoint (:mod:`brawlkit.policy_server.train_run`).
 
-docs/move.md documents both and the JSON contract.
+docs/move.md documents them and the JSON contract; the sub-commands and their help are
+:data:`SUBCOMMANDS`, one table for the dispatch and every help text.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 
+from brawlkit.common.cli_args import command_parser
 from brawlkit.common.net import listen_tcp
 
 
 def _serve_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
-        prog="python -m brawlkit policy serve",
-        description="Serve a model as the /move endpoint (docs/move.md): POST /move answers a game "
+    ap = command_parser(
+        "policy serve",
+        "Serve a model as the /move endpoint (docs/move.md): POST /move answers a game "
         "state with a named move and its log-probability; GET /moves lists the moves; GET /info "
         "says the decision period and the league member. The model is a PPO checkpoint, a text "
         "policy trained by `policy train`, or a language model behind an OpenAI-compatible "
@@ -115,25 +118,48 @@ def _serve(argv: list[str]) -> int:
     return 0
 
 
+def _play(argv: list[str]) -> int:
+    from brawlkit.policy_server.player import main as play_main
+
+    return play_main(argv)
+
+
+def _train(argv: list[str]) -> int:
+    from brawlkit.policy_server.train_run import main as train_main
+
+    return train_main(argv)
+
+
+#: sub-command -> (one-line help, runner of its own argv): the dispatch and every help
+#: text that lists the sub-commands (``policy --help``, the top-level help) read this
+SUBCOMMANDS: dict[str, tuple[str, Callable[[list[str]], int]]] = {
+    "serve": ("serve a PPO checkpoint, a text policy or a language model as /move", _serve),
+    "play": ("play matches through a /move endpoint and record them for the ratings", _play),
+    "train": ("train the small text policy through the real /move endpoint", _train),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """``policy``'s own parser: its help lists :data:`SUBCOMMANDS`; each sub-command
+    parses its arguments with its own parser (``policy serve --help``)."""
+    ap = command_parser("policy", "The /move endpoint and its clients; docs/move.md has "
+                        "the contract.", epilog="`python -m brawlkit policy SUB --help` shows "
+                        "a sub-command's options.")
+    sub = ap.add_subparsers(dest="cmd", required=True, metavar="{" + "|".join(SUBCOMMANDS) + "}")
+    for name, (help_, _) in SUBCOMMANDS.items():
+        sub.add_parser(name, help=help_, add_help=False)
+    return ap
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    usage = ("usage: python -m brawlkit policy {serve|play} [ARGS...]\n"
-             "  serve   serve a PPO checkpoint, a text policy or a language model as /move\n"
-             "  play    play matches through a /move endpoint and record them for the ratings\n"
-             "  train   train the small text policy through the real /move endpoint\n"
-             "docs/move.md has the contract; `policy serve --help` / `policy play --help`.")
-    if not argv or argv[0] in ("-h", "--help"):
-        print(usage)
-        return 0 if argv else 2
-    if argv[0] == "serve":
-        return _serve(argv[1:])
-    if argv[0] == "play":
-        from brawlkit.policy_server.player import main as play_main
-
-        return play_main(argv[1:])
-    if argv[0] == "train":
-        from brawlkit.policy_server.train_run import main as train_main
-
-        return train_main(argv[1:])
-    print(f"policy: unknown sub-command {argv[0]!r}\n{usage}", file=sys.stderr)
-    return 2
+    if not argv:
+        build_parser().print_usage(sys.stderr)
+        return 2
+    if argv[0] in ("-h", "--help"):
+        build_parser().print_help()
+        return 0
+    if argv[0] not in SUBCOMMANDS:
+        build_parser().error(f"unknown sub-command {argv[0]!r}; the sub-commands are "
+                             + "|".join(SUBCOMMANDS))
+    return SUBCOMMANDS[argv[0]][1](argv[1:])

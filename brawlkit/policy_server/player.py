@@ -45,6 +45,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
+from brawlkit.common.cli_args import command_parser
 from brawlkit.env.rewards import OutcomeReward, match_outcome
 from brawlkit.policy_server.fight import (  # noqa: F401 - re-exported: the worker's names
     Answer,
@@ -199,9 +200,9 @@ class ActiveOpponent:
 
 
 def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
-        prog="python -m brawlkit policy play",
-        description="Play whole lockstep matches on a real brawlpit_server through a /move "
+    ap = command_parser(
+        "policy play",
+        "Play whole lockstep matches on a real brawlpit_server through a /move "
         "endpoint (docs/move.md). Each call's latency (plus --reaction-frames) delays its move; "
         "an answer naming no available move is replaced by no_move, counted and penalised; "
         "finished matches are recorded in --league-dir and/or --registry under the endpoint's "

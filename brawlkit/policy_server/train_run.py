@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from brawlkit.common.cli_args import command_parser
 from brawlkit.league.curriculum import CpuCurriculum
 from brawlkit.policy_server.move_reward import MoveRewardWeights
 from brawlkit.policy_server.results import ResultSink
@@ -330,9 +331,9 @@ def reward_weights(spec: str) -> MoveRewardWeights:
 
 def _parser() -> argparse.ArgumentParser:
     d = MoveTrainOptions()
-    ap = argparse.ArgumentParser(
-        prog="python -m brawlkit policy train",
-        description="Train the small text policy through the real /move endpoint: rollout worker "
+    ap = command_parser(
+        "policy train",
+        "Train the small text policy through the real /move endpoint: rollout worker "
         "processes, real brawlpit_server arenas, the per-move backward reward, the p(1-p) CPU "
         "curriculum and a stratified moving-average baseline (docs/move_training.md).")
     ap.add_argument("--out", default=d.out, help=f"run directory (default {d.out})")

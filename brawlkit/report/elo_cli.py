@@ -44,11 +44,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.bootstrap < 0:
         ap.error(f"--bootstrap must be >= 0, got {args.bootstrap}")
     root = Path(args.league_dir)
-    if not root.is_dir():
-        print(f"elo: league directory {root} not found", file=sys.stderr)
+    try:
+        league = LeagueDir(root, create=False)  # refuses what is not a league
+    except FileNotFoundError as e:
+        print(f"elo: --league-dir: {e}", file=sys.stderr)
         return 2
     try:
-        league = LeagueDir(root, create=False)
         members, matches = list(league.members()), list(league.matches())
     except (FileNotFoundError, NotADirectoryError, ValueError) as e:
         print(f"elo: cannot read league directory {root}: {e}", file=sys.stderr)

@@ -14,6 +14,7 @@ import argparse
 import dataclasses
 import types
 import typing
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -266,6 +267,10 @@ class RunOptions:
     """this machine's name in the registry (default: the host name)"""
     time_budget_s: float | None = None
     """stop after the generation past which another would overrun this budget"""
+    chosen: frozenset[str] | None = None
+    """the :class:`TrainConfig` fields this call sets (the flags given, the notebook's
+    parameters): a resumed run keeps its own value of every other field (see
+    :func:`resumed_config`); None: the fields that differ from their defaults"""
 
     def validate(self) -> None:
         """``ValueError`` naming the first bad option and what it must be."""
@@ -325,11 +330,19 @@ def _parse(tp: Any) -> Any:
     return tp
 
 
-def add_config_arguments(parser: argparse.ArgumentParser) -> None:
-    """One ``--field-name`` per :class:`TrainConfig` field, with its default and help."""
-    group = parser.add_argument_group("training configuration (TrainConfig; docs/cli.md)")
+def add_config_arguments(parser: argparse.ArgumentParser,
+                         fields: Sequence[str] | None = None,
+                         title: str = "training configuration (TrainConfig; docs/cli.md)") -> None:
+    """One ``--field-name`` per :class:`TrainConfig` field (only ``fields`` when given:
+    ``imitate`` takes the network's and the run's), with its default and help: every
+    command that sets a TrainConfig field declares its flag here, never by hand."""
+    group = parser.add_argument_group(title)
     defaults = TrainConfig()
-    for f in dataclasses.fields(TrainConfig):
+    declared = [f for f in dataclasses.fields(TrainConfig) if fields is None or f.name in fields]
+    unknown = set(fields or ()) - {f.name for f in declared}
+    if unknown:
+        raise ValueError(f"not TrainConfig fields: {sorted(unknown)}")
+    for f in declared:
         tp = config_fields()[f.name]
         meta = dict(f.metadata)
         flags = [f"--{f.name.replace('_', '-')}", *meta.pop("aliases", ())]
@@ -339,9 +352,78 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
                            help=f"{meta.pop('help')} (default: {shown})".replace("%", "%%"), **meta)
 
 
-def config_from_args(args: argparse.Namespace) -> TrainConfig:
-    """The :class:`TrainConfig` of parsed arguments (validated)."""
-    return TrainConfig.from_dict({name: getattr(args, name) for name in config_fields()})
+def config_from_args(args: argparse.Namespace, fields: Sequence[str] | None = None) -> TrainConfig:
+    """The :class:`TrainConfig` of parsed arguments (validated); with ``fields``, only
+    those come from ``args`` (what :func:`add_config_arguments` declared), the rest are
+    the defaults."""
+    names = config_fields() if fields is None else fields
+    return TrainConfig.from_dict({name: getattr(args, name) for name in names})
+
+
+def parse_config_args(ap: argparse.ArgumentParser, argv: list[str] | None
+                      ) -> tuple[argparse.Namespace, frozenset[str]]:
+    """(``ap``'s arguments, the :class:`TrainConfig` fields whose flag ``argv`` gives):
+    a resume keeps the run's value of every field not given (``RunOptions.chosen``),
+    so "given" means on the command line, even at the default's value."""
+    unset = object()
+    names = config_fields()
+    ns = argparse.Namespace(**{name: unset for name in names})  # argparse leaves these
+    args = ap.parse_args(argv, namespace=ns)
+    defaults = TrainConfig()
+    chosen = frozenset(n for n in names if getattr(args, n) is not unset)
+    for n in names:
+        if n not in chosen:
+            setattr(args, n, getattr(defaults, n))
+    return args, chosen
+
+
+#: the fields a resumed run takes from the call, never from the run: how many generations
+#: to train now, and the machine's resources to train them with (another machine resumes)
+RESUME_OWN_FIELDS = frozenset({"generations", "n_envs", "servers", "vec", "ray", "ray_workers"})
+#: the fields a resume cannot change: the checkpoint's network plays at this cadence and
+#: input layout, with these layers
+RESUME_FIXED_FIELDS = frozenset({"action_repeat", "input_layout", "hidden"})
+
+
+def resumed_config(cfg: TrainConfig, run_config: dict[str, Any],
+                   chosen: frozenset[str] | None) -> tuple[TrainConfig, list[str]]:
+    """The config a resumed run trains with, and what this call changes of the run's own.
+
+    Every field is the run's (``run_config``: the resumed generation's metadata
+    ``config``) unless ``chosen`` names it (a flag or notebook parameter given now; None:
+    the fields of ``cfg`` that differ from the defaults), or it is one of
+    :data:`RESUME_OWN_FIELDS`.  Resuming Main from a notebook with other defaults than
+    ``make train``'s once changed its ``steps_per_generation`` and ``kl_coef``
+    silently; now only what the caller names changes, and each change is listed
+    (``"kl_coef 0.1 -> 0.0"``).  A setting the run recorded that TrainConfig no
+    longer has is listed as ignored.
+    """
+    names = config_fields()
+    if chosen is None:
+        defaults = TrainConfig()
+        chosen = frozenset(n for n in names if getattr(cfg, n) != getattr(defaults, n))
+    merged = cfg.to_dict()
+    changes: list[str] = []
+    for name, value in run_config.items():
+        if name not in names:
+            changes.append(f"{name} (no longer a setting: ignored)")
+            continue
+        if name in RESUME_OWN_FIELDS:
+            continue
+        theirs, ours = _coerce(names[name], value), getattr(cfg, name)
+        if name not in chosen:
+            merged[name] = theirs
+        elif theirs != ours and name in RESUME_FIXED_FIELDS:
+            raise ValueError(f"--{name.replace('_', '-')} {_shown(ours)}: a resumed run keeps "
+                             f"its {name} ({_shown(theirs)}), which its checkpoint was made "
+                             "for; drop the flag, or start a new run (without --resume)")
+        elif theirs != ours:
+            changes.append(f"{name} {_shown(theirs)} -> {_shown(ours)}")
+    return TrainConfig.from_dict(merged), changes
+
+
+def _shown(value: Any) -> str:
+    return ",".join(map(str, value)) if isinstance(value, tuple) else str(value)
 
 
 def markdown_table() -> str:

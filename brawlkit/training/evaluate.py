@@ -32,9 +32,9 @@ from brawlkit.env.actions import ACT_DIM, ACTION_NAMES, N_PATTERNS, action_patte
 from brawlkit.env.fastlane import FastLane
 from brawlkit.env.observation import check_input_layout
 from brawlkit.env.rewards import OutcomeReward
-from brawlkit.export.actor import NumpyPolicy, load_checkpoint
+from brawlkit.export.actor import NumpyPolicy, checkpoint_meta, load_checkpoint
 from brawlkit.export.bpw import PolicyMeta
-from brawlkit.league.opponents import BaselinePolicy
+from brawlkit.league.opponents import BaselinePolicy, permanent_opponent
 from brawlkit.league.records import BASELINE_ID
 from brawlkit.wire.cpu_level import CpuLevel
 from brawlkit.wire.server_process import ServerGroup
@@ -349,8 +349,18 @@ def main(argv: list[str] | None = None) -> int:
                     help=f"matches played at once, arenas of one server (default {EVAL_ARENAS})")
     add_json_flag(ap)
     args = ap.parse_args(argv)
-    if not Path(args.checkpoint).is_file():
-        print(f"eval: checkpoint {args.checkpoint} not found", file=sys.stderr)
+    # every mistake refused here, in a second, before torch loads or a server starts
+    try:
+        permanent_opponent(args.vs)
+    except ValueError as e:
+        ap.error(f"--vs: {e}")
+    for flag, value in (("--episodes", args.episodes), ("--n-envs", args.n_envs)):
+        if value < 1:
+            ap.error(f"{flag} must be >= 1, got {value}")
+    try:
+        checkpoint_meta(args.checkpoint)
+    except (FileNotFoundError, ValueError) as e:
+        print(f"eval: --checkpoint: {e}", file=sys.stderr)
         return 2
     res = evaluate(args.checkpoint, args.vs, args.episodes, args.seed, args.n_envs)
     if args.json:

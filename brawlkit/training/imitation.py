@@ -50,8 +50,14 @@ from typing import Any
 
 import numpy as np
 
+from brawlkit.common.cli_args import command_parser
 from brawlkit.env.actions import ACTION_NAMES
-from brawlkit.training.config import DEFAULT_RUNS_ROOT, TrainConfig
+from brawlkit.training.config import (
+    DEFAULT_RUNS_ROOT,
+    TrainConfig,
+    add_config_arguments,
+    config_from_args,
+)
 from brawlkit.training.demos import LABEL_RULES, DemoSet, collect_demos, concat, demos_from_replay
 from brawlkit.wire.cpu_level import CPU_LEVELS
 
@@ -592,9 +598,9 @@ def _levels(text: str) -> tuple[int, ...]:
 
 
 def table_main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(
-        prog="python -m brawlkit imitate table",
-        description="The held-teacher table: what a perfect clone of each label rule wins -- "
+    ap = command_parser(
+        "imitate table",
+        "The held-teacher table: what a perfect clone of each label rule wins -- "
         "the CPU teacher itself deciding every R ticks, against the level below and its own "
         "(docs/imitation.md).")
     ap.add_argument("--teachers", type=_levels, default=(4, 6, 8), help="teacher levels (4,6,8)")
@@ -621,11 +627,18 @@ def table_main(argv: list[str]) -> int:
     return 0
 
 
+#: the TrainConfig fields ``imitate`` takes, with ``train``'s flags (declared once, by
+#: :func:`~brawlkit.training.config.add_config_arguments`): the network it builds, the
+#: action repeat and input layout it plays at, the value warm-up's reward, the evaluation
+TRAIN_FIELDS = ("role", "seed", "action_repeat", "input_layout", "reward", "gamma",
+                "log_std_init", "hidden", "eval_levels", "eval_episodes")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    d, t = ImitationConfig(), TrainConfig()
-    ap = argparse.ArgumentParser(
-        prog="python -m brawlkit imitate",
-        description="Behaviour-clone the PPO actor (and warm up its critic) from CPU matches "
+    d = ImitationConfig()
+    ap = command_parser(
+        "imitate",
+        "Behaviour-clone the PPO actor (and warm up its critic) from CPU matches "
         "simulated in C, saved demo sets and .bpr replays; writes an ordinary checkpoint "
         "runs/<role>/<run>/gen_0000.zip + .json for eval, export and train --init-from "
         "(docs/imitation.md). `python -m brawlkit imitate table --help`: the held-teacher table.")
@@ -662,18 +675,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--dagger-epochs", type=int, default=d.dagger_epochs, help=f"({d.dagger_epochs})")
     g.add_argument("--c-eval-matches", type=int, default=d.c_eval_matches,
                    help=f"the clone vs CPU 1-8 in C, matches per level; 0 = skip ({d.c_eval_matches})")
-    g = ap.add_argument_group("the network and the run (TrainConfig fields, as `train`'s)")
-    g.add_argument("--role", default=t.role, help=f"runs/<role>/ ({t.role})")
-    g.add_argument("--seed", type=int, default=t.seed, help=f"matches, split, weights ({t.seed})")
-    g.add_argument("--action-repeat", type=int, default=t.action_repeat, help=f"({t.action_repeat})")
-    g.add_argument("--input-layout", type=int, choices=(1, 2), default=t.input_layout,
-                   help=f"({t.input_layout})")
-    g.add_argument("--reward", default=t.reward, help=f"the value warm-up's reward ({t.reward})")
-    g.add_argument("--gamma", type=float, default=t.gamma, help=f"the value warm-up's ({t.gamma})")
-    g.add_argument("--log-std-init", type=float, default=t.log_std_init, help=f"({t.log_std_init})")
-    g.add_argument("--eval-levels", type=_levels, default=t.eval_levels, help="(1,3,5)")
-    g.add_argument("--eval-episodes", type=int, default=t.eval_episodes,
-                   help=f"matches per level over UDP at the end; 0 = skip ({t.eval_episodes})")
+    add_config_arguments(ap, TRAIN_FIELDS, "the network and the run (TrainConfig's flags, "
+                         "as `train` takes them; --reward and --gamma: the value warm-up's)")
+    g = ap.add_argument_group("where the checkpoint goes")
     g.add_argument("--run-dir", default=None, help="default runs/<role>/<time>-s<seed>")
     g.add_argument("--runs-root", default=DEFAULT_RUNS_ROOT)
     g.add_argument("--no-progress", action="store_true", help="no tqdm bar")
@@ -681,8 +685,6 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
-_TRAIN_FIELDS = ("role", "seed", "action_repeat", "input_layout", "reward", "gamma",
-                 "log_std_init", "eval_levels", "eval_episodes")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -693,7 +695,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     names = set(ImitationConfig.__dataclass_fields__)
     try:
-        cfg = TrainConfig.from_dict({k: getattr(args, k) for k in _TRAIN_FIELDS})
+        cfg = config_from_args(args, TRAIN_FIELDS)
         kw: dict[str, Any] = {k: (tuple(v) if isinstance(v, list) else v)
                               for k, v in vars(args).items() if k in names}
         icfg = ImitationConfig(**kw)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -28,6 +29,7 @@ from typing import TextIO
 from brawlkit.common.cli_args import add_progress_flag, command_parser
 from brawlkit.common.kernel import in_kernel
 from brawlkit.league.directory import LeagueDir
+from brawlkit.league.opponents import permanent_opponent
 from brawlkit.league.records import ROLES
 from brawlkit.training.config import TrainConfig
 from brawlkit.training.evaluate import evaluate_shipped
@@ -243,16 +245,13 @@ def report(league_dir: str, vs: list[str], matches: int, target: float,
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    train_args: list[str] = []
-    if "--" in argv:
-        k = argv.index("--")
-        argv, train_args = argv[:k], argv[k + 1:]
-    ap = command_parser("league", __doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+def build_parser() -> argparse.ArgumentParser:
+    """``league``'s parser: ``run`` and ``report``."""
+    ap = command_parser("league", __doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
-    r = sub.add_parser("run", help="train every role concurrently on one league directory")
+    r = sub.add_parser("run", help="train every role concurrently on one league directory",
+                       usage="python -m brawlkit league run --league-dir DIR [--roles R,...] "
+                       "[--runs-root DIR] [--no-progress] [-- TRAIN FLAGS...]")
     r.add_argument("--league-dir", required=True)
     r.add_argument("--roles", default=",".join(ROLES),
                    help=f"comma list of roles (default {','.join(ROLES)})")
@@ -265,11 +264,44 @@ def main(argv: list[str] | None = None) -> int:
     rp.add_argument("--matches", type=int, default=50, help="fresh matches each (default 50)")
     rp.add_argument("--target", type=float, default=0.8, help="the verdict's aim (default 0.8)")
     add_progress_flag(rp)
-    args = ap.parse_args(argv)
+    return ap
+
+
+def _subparser(ap: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
+    return next(a for a in ap._actions if isinstance(a, argparse._SubParsersAction)
+                ).choices[name]
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    train_args: list[str] = []
+    if "--" in argv:
+        k = argv.index("--")
+        argv, train_args = argv[:k], argv[k + 1:]
+    ap = build_parser()
+    args, extra = ap.parse_known_args(argv)
+    sub = _subparser(ap, args.cmd)
+    if extra:
+        from brawlkit.training.cli import build_parser as train_parser
+
+        hint = ""
+        if args.cmd == "run" and not train_parser().parse_known_args(extra)[1]:
+            hint = ("; they are `train`'s flags, which go after `--`: python -m brawlkit league "
+                    f"run --league-dir {shlex.quote(args.league_dir)} -- {shlex.join(extra)}")
+        sub.error(f"unrecognized arguments: {' '.join(extra)}{hint}")
     if args.cmd == "report":
+        if train_args:
+            sub.error(f"`league report` passes nothing to `train`: drop `-- {' '.join(train_args)}`")
+        vs = [x.strip() for x in args.vs.split(",") if x.strip()]
+        try:  # refused here, not after Main's checkpoint loads
+            vs = [permanent_opponent(x) for x in vs] or [permanent_opponent(args.vs)]
+        except ValueError as e:
+            sub.error(f"--vs (comma-separated opponents): {e}")
+        if args.matches < 1:
+            sub.error(f"--matches must be >= 1, got {args.matches}")
         try:
-            print(report(args.league_dir, [x.strip() for x in args.vs.split(",") if x.strip()],
-                         args.matches, args.target, progress=not args.no_progress))
+            print(report(args.league_dir, vs, args.matches, args.target,
+                         progress=not args.no_progress))
         except (FileNotFoundError, ValueError) as e:
             print(f"league report: {e}", file=sys.stderr)
             return 2
@@ -277,5 +309,10 @@ def main(argv: list[str] | None = None) -> int:
     roles = [x.strip() for x in args.roles.split(",") if x.strip()]
     bad = [x for x in roles if x not in ROLES]
     if bad or not roles:
-        ap.error(f"unknown role(s) {bad}; roles are {', '.join(ROLES)}")
+        sub.error(f"unknown role(s) {bad}; roles are {', '.join(ROLES)}")
+    # each role's `train` would refuse a bad flag after starting: refuse it once, now
+    from brawlkit.training.cli import parse as parse_train
+
+    parse_train(["--role", roles[0], "--league-dir", args.league_dir, "--runs-root",
+                 args.runs_root, *train_args])
     return run(args.league_dir, roles, train_args, args.runs_root, progress=not args.no_progress)

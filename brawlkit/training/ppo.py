@@ -66,7 +66,7 @@ from brawlkit.training.checkpoints import (
     stamp_model,
     update_best,
 )
-from brawlkit.training.config import RunOptions, TrainConfig
+from brawlkit.training.config import RunOptions, TrainConfig, resumed_config
 from brawlkit.training.envs import TrainingEnvs
 from brawlkit.training.evaluate import evaluate_model
 from brawlkit.training.kl import attach_reference, ppo_class
@@ -115,13 +115,19 @@ def policy_meta(cfg: TrainConfig) -> PolicyMeta:
                       reward=cfg.reward.partition(":")[0])
 
 
+def ppo_hyperparameters(cfg: TrainConfig) -> dict[str, Any]:
+    """SB3 PPO's hyperparameters from ``cfg``: what a fresh model is built with and what
+    a resumed one is loaded with (so a flag given on a resume takes effect)."""
+    return dict(learning_rate=cfg.learning_rate, n_steps=cfg.ppo_n_steps(),
+                batch_size=cfg.ppo_batch_size(), n_epochs=cfg.n_epochs, gamma=cfg.gamma,
+                gae_lambda=cfg.gae_lambda, clip_range=cfg.clip_range, ent_coef=cfg.ent_coef)
+
+
 def build_model(cfg: TrainConfig, venv: Any) -> Any:
     """A fresh SB3 PPO of the project's network with ``cfg``'s hyperparameters (with
     ``cfg.kl_coef`` > 0 the KL-penalised subclass, its reference attached: kl.py)."""
     model = ppo_class(cfg)(
-        "MlpPolicy", venv, learning_rate=cfg.learning_rate, n_steps=cfg.ppo_n_steps(),
-        batch_size=cfg.ppo_batch_size(), n_epochs=cfg.n_epochs, gamma=cfg.gamma,
-        gae_lambda=cfg.gae_lambda, clip_range=cfg.clip_range, ent_coef=cfg.ent_coef,
+        "MlpPolicy", venv, **ppo_hyperparameters(cfg),
         policy_kwargs=policy_kwargs(cfg.log_std_init, cfg.hidden), seed=cfg.seed, device="cpu", verbose=0,
     )
     model.pipeline = cfg.pipeline  # type: ignore[attr-defined]
@@ -171,6 +177,9 @@ def train(cfg: TrainConfig | None = None, options: RunOptions | None = None,
     reward_weights = reward_config(make_reward(cfg.reward))  # fails fast on a bad reward spec
     sync = _connect_registry(cfg, opts)
     rdir, resume_from = _open_run_dir(cfg, opts)
+    if resume_from is not None:  # the run's own settings, but for what this call changes
+        cfg = _resumed(cfg, opts, rdir, resume_from)
+        reward_weights = reward_config(make_reward(cfg.reward))
     start_gen = int(resume_from["generation"]) + 1 if resume_from else 0
     league, sampler = _opponents(cfg, opts, rdir.name, start_gen, resume_from, sync)
     result = TrainResult(run_dir=rdir)
@@ -223,6 +232,24 @@ def _open_run_dir(cfg: TrainConfig, opts: RunOptions) -> tuple[Path, dict[str, A
                               "or choose another run_dir")
     rd.mkdir(parents=True, exist_ok=True)
     return rd, None
+
+
+def _resumed(cfg: TrainConfig, opts: RunOptions, rdir: Path,
+             resume_from: dict[str, Any]) -> TrainConfig:
+    """The config the resumed run continues with (:func:`resumed_config`); says on
+    stderr which of the run's settings this call changes."""
+    new, changes = resumed_config(cfg, resume_from.get("config") or {}, opts.chosen)
+    if new.kl_coef > 0 and new.init_from and not Path(new.init_from).is_file():
+        # e.g. resumed from a registry on a fresh machine, the clone left behind
+        raise FileNotFoundError(
+            f"the resumed run's KL term (kl_coef {new.kl_coef}) pulls toward its --init-from "
+            f"{new.init_from}, which is not on this machine: pass --init-from CKPT (that "
+            "checkpoint) or --kl-coef 0")
+    gen = int(resume_from["generation"])
+    print(f"resume {rdir} after generation {gen}: the run's settings"
+          + (f", changed by this call: {'; '.join(changes)}" if changes else ", none changed"),
+          file=sys.stderr)
+    return new
 
 
 def _opponents(cfg: TrainConfig, opts: RunOptions, run_name: str, start_gen: int,
@@ -363,10 +390,9 @@ def _load_or_build(cfg: TrainConfig, venv: Any, rdir: Path, resume_from: dict[st
     if resume_from.get("reset_after"):
         return _fresh_weights(cfg, venv, gen, logger), None, None
     zip_path = generation_paths(rdir, gen)[0]
-    model = ppo_class(cfg).load(str(zip_path), env=venv, device="cpu")
+    model = ppo_class(cfg).load(str(zip_path), env=venv, device="cpu", **ppo_hyperparameters(cfg))
     model.pipeline = cfg.pipeline  # type: ignore[attr-defined]
     attach_reference(model, cfg)
-    model.ent_coef = cfg.ent_coef
     model.set_random_seed(cfg.seed + gen + 1)
     stamp_model(model, policy_meta(cfg))
     model.set_logger(logger)
