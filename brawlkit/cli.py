@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 BENCHES: dict[str, str] = {
     "env": "brawlkit.bench.env",
+    "exploit": "brawlkit.bench.exploit",
     "learn": "brawlkit.bench.learn",
     "native": "brawlkit.bench.native",
     "train": "brawlkit.bench.train",
@@ -43,6 +44,8 @@ commands:
 {commands}
   bench env|native|train|learn  benchmarks, reported as ratios against a reference
                            measured in the same run (--json for one JSON line)
+  bench exploit CHECKPOINT  how easily a policy is beaten: fresh exploiters trained
+                           against it alone, the best one's win rate (docs/benchmarks.md)
   bench registry           a real registry serve under a league's load (docs/registry.md)
 
 `python -m brawlkit COMMAND --help` shows a command's options."""
