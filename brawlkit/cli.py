@@ -31,10 +31,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 BENCHES: dict[str, str] = {
     "env": "brawlkit.bench.env",
-    "exploit": "brawlkit.bench.exploit",
     "learn": "brawlkit.bench.learn",
     "native": "brawlkit.bench.native",
     "train": "brawlkit.bench.train",
+    "exploit": "brawlkit.bench.exploit",
     "registry": "brawlkit.bench.registry_load",
 }
 
