@@ -39,7 +39,10 @@ BENCHES: dict[str, tuple[str, str]] = {
     "env": ("brawlkit.bench.env", "env steps/s over UDP vs in-process (lockstep, fast-forward, arenas)"),
     "learn": ("brawlkit.bench.learn", "what a training recipe learns: fresh-match win rates per budget"),
     "native": ("brawlkit.bench.native", "the C policy forward vs numpy and torch (ns per call, parity)"),
-    "train": ("brawlkit.bench.train", "PPO steps/s on BRAWLPIT vs a dummy env of the same shapes"),
+    "train": ("brawlkit.bench.train", "the real training loop's env steps/s beside its ceilings "
+              "(the lane alone, the zero-cost env, a busy machine)"),
+    "exploit": ("brawlkit.bench.exploit", "how easily a policy is beaten: fresh exploiters trained "
+                "against it alone, the best one's win rate"),
     "registry": ("brawlkit.bench.registry_load", "a real registry serve under a league's load "
                  "(docs/registry.md)"),
 }

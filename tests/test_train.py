@@ -39,6 +39,7 @@ NON_DEFAULT = {
     "main_pfsp_window": 3, "main_exploiter_share": 0.2, "main_struggle": 0.25,
     "main_selfplay_floor": 0.35, "exploiter_threshold": 0.1, "exploiter_reset_every": 3,
     "league_exploiter_reset_p": 0.5, "league_exploiter_fixed_share": 0.2, "payoff_decay": 1.0,
+    "opponent": "cpu:2",  # one fixed opponent instead of the curriculum (a spec Ray can ship)
     "eval_levels": (2,),
     "eval_episodes": 1,
 }

@@ -21,9 +21,9 @@ from typing import Any
 
 from brawlkit.env.rewards import REWARD_NAMES
 from brawlkit.env.vec_kinds import VEC_KINDS
-from brawlkit.league.records import ROLES
+from brawlkit.league.records import BASELINE_ID, ROLES
 from brawlkit.wire.constants import check_action_repeat
-from brawlkit.wire.cpu_level import CPU_LEVELS
+from brawlkit.wire.cpu_level import CPU_LEVELS, CpuLevel
 
 #: the widest hidden layer a run may ask for (a .bpw of 2 x 1024 is ~4.5 MB raw)
 MAX_HIDDEN = 1024
@@ -113,7 +113,14 @@ class TrainConfig:
                          "--kl-decay-steps) or exponential (halving every --kl-decay-steps)",
                          choices=KL_DECAYS)
     kl_decay_steps: int = _opt(0, "env steps of the --kl-coef decay; 0 = no decay")
-    # --- opponents: the CPU curriculum
+    # --- opponents: the CPU curriculum, or one fixed opponent
+    opponent: str | None = _opt(None, "train against this one opponent alone instead of the CPU "
+                                "curriculum: cpu:L, baseline, or the path of a policy .bpw "
+                                "(`export`), played deterministic as the league's frozen members "
+                                "are, at its own action repeat, which must be this run's. What "
+                                "`bench exploit` trains its exploiters with; not with "
+                                "--league-dir; baseline or a .bpw need --vec inproc, no --ray",
+                                metavar="SPEC")
     curriculum_k: int = _opt(10, "level L+1 unlocks after winning >= half of the last K games "
                              "at level L; also the window of the sampling win rate")
     curriculum_floor: float = _opt(0.05, "minimum sampling weight of an unlocked level")
@@ -192,9 +199,25 @@ class TrainConfig:
             raise ValueError(f"hidden must be 1 or more layer sizes in 1..{MAX_HIDDEN}, got "
                              f"{self.hidden}")
         self._validate_init()
+        self._validate_opponent()
         if any(lv not in CPU_LEVELS for lv in self.eval_levels):
             raise ValueError(f"eval_levels must be CPU levels {CPU_LEVELS[0]}..{CPU_LEVELS[-1]}, "
                              f"got {self.eval_levels}")
+
+    def _validate_opponent(self) -> None:
+        """The --opponent spec's form (a .bpw file itself is read when a run starts:
+        brawlkit/league/opponents.py ``fixed_opponent``)."""
+        if self.opponent is None:
+            return
+        if CpuLevel.is_spec(self.opponent):
+            CpuLevel.parse(self.opponent)  # ValueError naming the levels
+            return
+        if self.opponent != BASELINE_ID and not self.opponent.endswith(".bpw"):
+            raise ValueError(f"opponent must be cpu:L, {BASELINE_ID} or the path of a policy "
+                             f".bpw, got {self.opponent!r}")
+        if self.vec != "inproc" or self.ray is not None:
+            raise ValueError(f"opponent {self.opponent!r} plays in the trainer's process: it "
+                             "needs --vec inproc and no --ray (a cpu:L opponent plays anywhere)")
 
     def _validate_init(self) -> None:
         """The --init-from / KL settings (the checkpoint itself is checked when a run

@@ -9,9 +9,10 @@ One run, step by step (the steps of :func:`train`, in order):
    when there is nothing local to resume (``training/checkpoints.py``);
 2. run directory: a fresh ``runs/<role>/<time>-s<seed>``, or the newest run of
    the role with ``resume=True``;
-3. opponents: the :class:`~brawlkit.league.CpuCurriculum`, or with ``--league-dir``
-   the role's league sampler (:class:`~brawlkit.training.league_member.LeagueTrainee`);
-   its state resumes too;
+3. opponents: the :class:`~brawlkit.league.CpuCurriculum`, with ``--opponent`` that
+   one opponent alone (:class:`~brawlkit.league.curriculum.SingleOpponent`), or with
+   ``--league-dir`` the role's league sampler
+   (:class:`~brawlkit.training.league_member.LeagueTrainee`); its state resumes too;
 4. envs: :class:`~brawlkit.training.envs.TrainingEnvs` — the N training envs (arenas
    of a shared server group, stepped together through the fast lane; or subprocess
    or Ray envs) and two evaluation envs;
@@ -50,8 +51,9 @@ from brawlkit.env.dummy import ZeroCostEnv
 from brawlkit.env.rewards import make_reward, reward_config
 from brawlkit.export.actor import network_description, policy_kwargs
 from brawlkit.export.bpw import PolicyMeta
-from brawlkit.league.curriculum import CpuCurriculum
+from brawlkit.league.curriculum import CpuCurriculum, SingleOpponent
 from brawlkit.league.directory import LeagueDir
+from brawlkit.league.opponents import fixed_opponent
 from brawlkit.registry.sync import RegistrySync, connect
 from brawlkit.training.callbacks import TrainCallback
 from brawlkit.training.checkpoints import (
@@ -173,6 +175,7 @@ def train(cfg: TrainConfig | None = None, options: RunOptions | None = None,
     opts = dataclasses.replace(options or RunOptions(), **run_options)
     opts.validate()
     init = check_init_from(cfg)  # --init-from: refused here, before any server starts
+    single = _single_opponent(cfg, opts)  # --opponent: likewise
     limit_threads()
     reward_weights = reward_config(make_reward(cfg.reward))  # fails fast on a bad reward spec
     sync = _connect_registry(cfg, opts)
@@ -181,7 +184,7 @@ def train(cfg: TrainConfig | None = None, options: RunOptions | None = None,
         cfg = _resumed(cfg, opts, rdir, resume_from)
         reward_weights = reward_config(make_reward(cfg.reward))
     start_gen = int(resume_from["generation"]) + 1 if resume_from else 0
-    league, sampler = _opponents(cfg, opts, rdir.name, start_gen, resume_from, sync)
+    league, sampler = _opponents(cfg, opts, rdir.name, start_gen, resume_from, sync, single)
     result = TrainResult(run_dir=rdir)
     t0 = time.perf_counter()
     try:
@@ -252,18 +255,31 @@ def _resumed(cfg: TrainConfig, opts: RunOptions, rdir: Path,
     return new
 
 
-def _opponents(cfg: TrainConfig, opts: RunOptions, run_name: str, start_gen: int,
-               resume_from: dict[str, Any] | None,
-               sync: RegistrySync | None) -> tuple[LeagueTrainee | None, Any]:
-    """(the league side of the run or None, the opponent sampler), its state resumed."""
-    league = None
+def _single_opponent(cfg: TrainConfig, opts: RunOptions) -> SingleOpponent | None:
+    """``--opponent``'s sampler (None without one), its ``.bpw`` read and checked."""
+    if cfg.opponent is None:
+        return None
     if opts.league_dir is not None:
+        raise ValueError(f"--opponent {cfg.opponent} and --league-dir exclude each other: a "
+                         "league member draws its opponents from the pool")
+    return SingleOpponent(fixed_opponent(cfg.opponent, cfg.input_layout, cfg.action_repeat))
+
+
+def _opponents(cfg: TrainConfig, opts: RunOptions, run_name: str, start_gen: int,
+               resume_from: dict[str, Any] | None, sync: RegistrySync | None,
+               single: SingleOpponent | None = None) -> tuple[LeagueTrainee | None, Any]:
+    """(the league side of the run or None, the opponent sampler: ``single``, the
+    league's or the CPU curriculum), its state resumed."""
+    league = None
+    if single is not None:
+        sampler: Any = single
+    elif opts.league_dir is not None:
         if cfg.vec != "inproc" and cfg.ray is None:
             raise ValueError("a league run needs --vec inproc (or --ray): frozen opponents play "
                              "in the trainer's process (or in the Ray workers)")
         league = LeagueTrainee(opts.league_dir, cfg, run_name, seed=cfg.seed + start_gen,
                                sync=sync)
-        sampler: Any = league.sampler
+        sampler = league.sampler
     else:
         sampler = CpuCurriculum(k=cfg.curriculum_k, floor=cfg.curriculum_floor,
                                 seed=cfg.seed + start_gen)
