@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from brawlkit.league.ratings import elo
-from brawlkit.league.records import MatchRecord
+from brawlkit.league.records import TIME_WINDOW, MatchRecord
 
 #: one colour per role (and kind), the same in the table's badges and the chart
 ROLE_COLOURS = {
@@ -60,7 +60,13 @@ def _colour(row: dict[str, Any]) -> str:
 
 
 def _when(t: float) -> str:
-    return _dt.datetime.fromtimestamp(t, _dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+    """A match's time as a UTC date; a stored time no calendar holds (1e308, a negative
+    one: stored by a service before the match-record rule had its window) is shown as
+    the number it is — the page never fails on a record."""
+    try:
+        return _dt.datetime.fromtimestamp(t, _dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+    except (ValueError, OverflowError, OSError):
+        return f"{t!r} (outside {TIME_WINDOW})"
 
 
 def _num(x: float | None, digits: int = 0) -> str:

@@ -33,14 +33,20 @@ from brawlkit.league.records import (
     ID_CHARS,
     ID_LEN,
     MAX_GENERATION,
+    MAX_SEED,
     MAX_TICKS,
+    MAX_TIME,
+    MIN_TIME,
     PLAYER_NAME_RE,
     SOURCE_LEN,
     Kind,
+    Policy,
     Result,
     Role,
     id_problem,
+    match_policy,
     match_result,
+    match_seed,
     match_side,
     match_source,
     match_ticks,
@@ -180,8 +186,8 @@ class MatchOut(BaseModel):
     """One match, as ``MatchRecord.to_json()`` writes it."""
 
     model_config = ConfigDict(extra="ignore")
-    time: Annotated[float, BeforeValidator(match_time)] = Field(
-        description="epoch seconds, finite")
+    time: Annotated[float, BeforeValidator(match_time), Field(ge=MIN_TIME, lt=MAX_TIME)] = Field(
+        description="when it ended, epoch seconds in [1970-01-01, 3000-01-01) UTC")
     a: Annotated[str, BeforeValidator(match_side), Field(
         min_length=1, max_length=ID_LEN, json_schema_extra={"pattern": ID_PATTERN})] = Field(
         description="a member id, player:NAME or anonymous")
@@ -191,6 +197,15 @@ class MatchOut(BaseModel):
         description="from a's side")
     ticks: Annotated[int, BeforeValidator(match_ticks), Field(ge=0, le=MAX_TICKS)] = 0
     source: Annotated[str, BeforeValidator(match_source), Field(max_length=SOURCE_LEN)] = ""
+    seed: Annotated[int | None, BeforeValidator(match_seed), Field(ge=0, le=MAX_SEED)] = Field(
+        None, description="the game's match seed (absent: not chosen by the writer)")
+    a_policy: Annotated[Policy | None, BeforeValidator(
+        lambda v: None if v is None else match_policy(v, "a_policy"))] = Field(
+        None, description="how a played: fixed, sampled or training (absent: training for a "
+        "train:<role> source, else fixed)")
+    b_policy: Annotated[Policy | None, BeforeValidator(
+        lambda v: None if v is None else match_policy(v, "b_policy"))] = Field(
+        None, description="how b played (absent: fixed)")
 
 
 TicketText = Annotated[str, Field(max_length=MAX_TOKEN_CHARS)]

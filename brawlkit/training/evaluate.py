@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -91,11 +92,12 @@ def play_episodes(
         counts: dict[int, np.ndarray] = {}
         steps: dict[int, int] = {}
         pressed: dict[int, np.ndarray] = {}
+        seeds: dict[int, int] = {}
 
         def start(i: int) -> None:
             j = queue.pop(0)
             o, _ = envs[i].reset(seed=seed + j, options={"opponent": opponent})
-            obs[i], counts[i], steps[i] = o, np.zeros(N_PATTERNS, np.int64), 0
+            obs[i], counts[i], steps[i], seeds[i] = o, np.zeros(N_PATTERNS, np.int64), 0, seed + j
             pressed[i] = np.zeros(len(ACTION_NAMES) - 2, np.int64)
 
         for i in range(len(envs)):
@@ -119,6 +121,7 @@ def play_episodes(
                         "spam_fraction": spam_fraction(counts[i]),
                         "steps": steps[i],
                         "pressed": pressed[i] / max(steps[i], 1),
+                        "seed": seeds[i], "time": time.time(),
                     })
                     del obs[i]
                     if queue:
@@ -135,6 +138,8 @@ def play_episodes(
 
 
 def summarize(results: list[dict[str, Any]], opponent: str) -> dict[str, Any]:
+    """The counts and means of ``results``, and under ``"matches"`` every match itself
+    (seed, outcome, ticks, end time: what the league's match log records)."""
     n = len(results)
     wins = sum(r["outcome"] == "win" for r in results)
     draws = sum(r["outcome"] == "draw" for r in results)
@@ -163,7 +168,8 @@ def evaluate_model(model: Any, levels: Sequence[int], episodes: int, envs: Seque
                    meta: PolicyMeta, seed: int = 1_000_000) -> dict[str, dict[str, Any]]:
     """A live SB3 model vs each CPU level, the same match seeds every call: the
     deterministic policy (what ships; the top-level numbers) and, under ``"sampled"``,
-    the stochastic one PPO trains with."""
+    the stochastic one PPO trains with.  Each has its matches one by one under
+    ``"matches"`` (seed, outcome, ticks, end time): the league writes them as records."""
     det = NumpyPolicy.from_sb3(model.policy, meta)
     sampled = SampledPolicy.from_sb3(model.policy, meta, seed)
     out = {}
