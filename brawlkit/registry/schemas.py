@@ -56,7 +56,7 @@ from brawlkit.league.records import (
 from brawlkit.registry.auth import MAX_TOKEN_CHARS, Scope
 from brawlkit.registry.database import TEXT_LEN, Status
 
-API_VERSION = "1.2"  # 1.1: players, tickets, kinds in /ratings; 1.2: revocation, 429
+API_VERSION = "1.3"  # 1.1: players, tickets, kinds in /ratings; 1.2: revocation, 429; 1.3: match seed and policies, time window, rated games and the anchor in /ratings
 #: how far ahead of the service's clock a checkpoint's ``created`` may be (clock skew
 #: between machines; a time further ahead would sort after every real registration)
 MAX_FUTURE_S = 24 * 3600
@@ -264,6 +264,14 @@ class RatingRow(BaseModel):
     bt_rating: float
     bt_lo: float | None
     bt_hi: float | None
+    unrated: int = Field(0, description="its games not rated (training episodes, sampled "
+                         "evaluations: a side that was not the fixed player)")
+    few_games: bool = Field(False, description="rated on fewer than 30 games: provisional")
+
+
+class Anchor(BaseModel):
+    id: str
+    rating: float
 
 
 class RatingsTable(BaseModel):
@@ -271,6 +279,9 @@ class RatingsTable(BaseModel):
 
     members: list[RatingRow]
     matches: int
+    rated_matches: int = Field(0, description="matches of two fixed players (the rated ones)")
+    anchor: Anchor | None = Field(None, description="the player pinned to a fixed rating, "
+                                  "when it has rated games")
     k: float
     initial: float
     bootstrap: int

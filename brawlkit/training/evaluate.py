@@ -161,6 +161,8 @@ def summarize(results: list[dict[str, Any]], opponent: str) -> dict[str, Any]:
         # press-only button (the finisher) shows up here
         "press_rate": {name: round(float(np.mean([r["pressed"][b] for r in results])), 4)
                        if n else 0.0 for b, name in enumerate(ACTION_NAMES[2:])},
+        "matches": [{"seed": r.get("seed"), "outcome": r["outcome"], "ticks": r["ticks"],
+                     "time": r.get("time")} for r in results],
     }
 
 
