@@ -613,13 +613,14 @@ def league_table(
 
 def bt_text(r: dict[str, Any]) -> str:
     """A row's headline rating as text: ``BT [lo, hi]``, and ``(few games)`` when it
-    rests on fewer than :data:`FEW_GAMES` rated games (``(no games)`` on none)."""
+    rests on fewer than :data:`FEW_GAMES` rated games; ``– (no games)`` without any
+    (the prior's number would read as a measurement)."""
+    if not r["games"]:
+        return "– (no games)"
     text = f"{r['bt_rating']:.0f}"
     if r.get("bt_lo") is not None and r.get("bt_hi") is not None:
         text += f" [{r['bt_lo']:.0f}, {r['bt_hi']:.0f}]"
-    if not r["games"]:
-        text += " (no games)"
-    elif r.get("few_games"):
+    if r.get("few_games"):
         text += " (few games)"
     return text
 
