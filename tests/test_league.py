@@ -125,7 +125,10 @@ def test_elo_command_reads_the_league(small_league):
     out = last_json(r.stdout)
     ratings = [m["rating"] for m in out["members"]]
     assert out["matches"] > 0 and len(out["members"]) == 18
-    assert sum(ratings) / len(ratings) == pytest.approx(1200.0)  # zero-sum, baseline included
+    # zero-sum, baseline included: the mean is the initial rating, moved with the anchor
+    assert out["anchor"] == {"id": "cpu:1", "rating": 1000.0}
+    assert sum(ratings) / len(ratings) == pytest.approx(out["elo_initial"])
+    assert next(m["rating"] for m in out["members"] if m["id"] == "cpu:1") == pytest.approx(1000.0)
 
 
 @pytest.mark.notebooks

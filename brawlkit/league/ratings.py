@@ -606,8 +606,8 @@ def league_table(
         })
     anchored = anchor is not None and er.games.get(anchor[0], 0) > 0
     return {"members": rows, "matches": len(matches), "rated_matches": len(rated(matches)),
-            "k": k, "initial": initial, "bootstrap": bootstrap, "seed": seed,
-            "bt_prior_games": bt.prior_games,
+            "k": k, "initial": initial, "elo_initial": round(er.initial, 3),
+            "bootstrap": bootstrap, "seed": seed, "bt_prior_games": bt.prior_games,
             "anchor": {"id": anchor[0], "rating": anchor[1]} if anchored and anchor else None}
 
 

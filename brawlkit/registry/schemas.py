@@ -280,6 +280,8 @@ class RatingsTable(BaseModel):
     members: list[RatingRow]
     matches: int
     rated_matches: int = Field(0, description="matches of two fixed players (the rated ones)")
+    elo_initial: float | None = Field(None, description="a new member's Elo on the shown "
+                                      "scale: initial, moved with the anchor (the mean of all)")
     anchor: Anchor | None = Field(None, description="the player pinned to a fixed rating, "
                                   "when it has rated games")
     k: float
