@@ -197,7 +197,8 @@ class MatchOut(BaseModel):
         description="from a's side")
     ticks: Annotated[int, BeforeValidator(match_ticks), Field(ge=0, le=MAX_TICKS)] = 0
     source: Annotated[str, BeforeValidator(match_source), Field(max_length=SOURCE_LEN)] = ""
-    seed: Annotated[int | None, BeforeValidator(match_seed), Field(ge=0, le=MAX_SEED)] = Field(
+    seed: Annotated[Annotated[int, Field(ge=0, le=MAX_SEED)] | None,
+                    BeforeValidator(match_seed)] = Field(
         None, description="the game's match seed (absent: not chosen by the writer)")
     a_policy: Annotated[Policy | None, BeforeValidator(
         lambda v: None if v is None else match_policy(v, "a_policy"))] = Field(
