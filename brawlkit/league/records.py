@@ -384,7 +384,7 @@ class MatchRecord:
     A match *is* its content: a league directory and the registry both count
     identical records once (so a batch can be resent, and matches pulled twice do
     not count twice).  A writer of several matches at one moment gives each its own
-    time (see ``LeagueTrainee.register``)."""
+    time: the one match writer's time rule (:class:`~brawlkit.league.sink.MatchSink`)."""
 
     time: float
     a: str
