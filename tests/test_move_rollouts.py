@@ -172,6 +172,7 @@ def test_llm_serve_plays_a_full_match_and_is_rated(tmp_path: Path) -> None:
     assert set(m["moves"]) <= set(NAMES)
     (rec,) = LeagueDir(league).matches()
     assert rec.a == "llm-fake" and rec.b == "cpu:1" and rec.source == "move"
+    assert rec.seed == 4 and rec.rated  # its seed; the endpoint as it plays: a fixed player
 
 
 # ----------------------------------------------------------------- the trainer, end to end
@@ -218,6 +219,9 @@ def test_policy_train_exports_and_reaches_league_and_registry(tiny_run: dict[str
     n = 1 + 2 + 1  # every finished fight: two evaluations and a batch
     assert summary["sent"]["league"] == n and summary["sent"]["registry"] == n
     assert len(LeagueDir(league).matches()) == n
+    # a policy still learning: its fights are in the log with their seeds, never rated
+    assert all(m.a_policy == "training" and not m.rated and m.seed is not None
+               for m in LeagueDir(league).matches())
     assert sorted(m.to_json().items() for m in tiny_run["stored"]) == \
         sorted(m.to_json().items() for m in LeagueDir(league).matches())  # the same matches in both
     assert "tp-test" in json.dumps(tiny_run["ratings"])  # rated beside the league

@@ -47,6 +47,7 @@ import numpy as np
 
 from brawlkit.common.cli_args import command_parser
 from brawlkit.env.rewards import OutcomeReward, match_outcome
+from brawlkit.league.records import MAX_SEED
 from brawlkit.policy_server.fight import (  # noqa: F401 - re-exported: the worker's names
     Answer,
     EnvError,
@@ -323,7 +324,8 @@ def main(argv: list[str] | None = None) -> int:
                              frames=frames, reaction_frames=args.reaction_frames, opponent=opponent)
             res.update(match=i, opponent=opp_id, recorded=False)
             if member and res["over"] and res["outcome"] is not None and (args.league_dir or args.registry):
-                sink.post([sink.record(member, opp_id, res["outcome"], res["ticks"])])
+                sink.post([sink.record(member, opp_id, res["outcome"], res["ticks"],
+                                       seed=res["seed"] if 0 <= res["seed"] <= MAX_SEED else None)])
                 res["recorded"] = True
             results.append(res)
             _report(res, opp_id, sys.stderr if args.json else sys.stdout)

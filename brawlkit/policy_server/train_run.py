@@ -139,8 +139,11 @@ def _evaluate(runner: RolloutRunner, opts: MoveTrainOptions, n: int, sink: Resul
 
 
 def _post(sink: ResultSink, opts: MoveTrainOptions, results: list[FightResult]) -> dict[str, Any]:
-    """The finished fights' match records, one batch to the league dir and registry."""
-    recs = [sink.record(opts.member_id, r.opponent_id, str(r.outcome), r.ticks)
+    """The finished fights' match records, one batch to the league dir and registry: the
+    policy fights sampled while it still learns, so its side is ``training`` (kept in the
+    log, not rated: docs/ratings.md)."""
+    recs = [sink.record(opts.member_id, r.opponent_id, str(r.outcome), r.ticks,
+                        seed=r.spec.seed, a_policy="training")
             for r in results if r.ok and opts.max_ticks is None]
     return sink.post(recs) if recs else {}
 

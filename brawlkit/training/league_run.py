@@ -33,6 +33,7 @@ from brawlkit.league.opponents import permanent_opponent
 from brawlkit.league.records import ROLES
 from brawlkit.training.config import TrainConfig
 from brawlkit.training.evaluate import evaluate_shipped
+from brawlkit.training.ladder import BASELINE_GAMES, ensure_ladder
 from brawlkit.wire.server_process import usable_cores
 
 _GEN = re.compile(r"^gen (\d+): steps (\d+) (.*)$")
@@ -129,9 +130,17 @@ def _read(proc: subprocess.Popen[str], role: str, status: dict[str, str], log: P
 
 
 def run(league_dir: str, roles: list[str], train_args: list[str], runs_root: str,
-        progress: bool = True) -> int:
-    """Run ``roles`` concurrently; returns the worst child exit code (0 = all ended well)."""
+        progress: bool = True, ladder_baseline_games: int = BASELINE_GAMES) -> int:
+    """Record the fixed ladder if the league lacks it (:func:`ensure_ladder`: once per
+    league, before any role, so three roles never play it three times), then run
+    ``roles`` concurrently; returns the worst child exit code (0 = all ended well)."""
     Path(league_dir).mkdir(parents=True, exist_ok=True)
+    try:
+        ensure_ladder(LeagueDir(league_dir), baseline_games=ladder_baseline_games,
+                      say=lambda s: print(f"league: {s}", file=sys.stderr))
+    except KeyboardInterrupt:  # nothing of it written: the next run plays it
+        print("\nleague: stopped while the ladder played", file=sys.stderr)
+        return 130
     logs = Path(league_dir) / "logs"
     logs.mkdir(exist_ok=True)
     env = dict(os.environ)
@@ -256,6 +265,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--roles", default=",".join(ROLES),
                    help=f"comma list of roles (default {','.join(ROLES)})")
     r.add_argument("--runs-root", default="runs", help="where each role's run directory goes")
+    r.add_argument("--ladder-baseline-games", type=int, default=BASELINE_GAMES,
+                   help="the fixed ladder, played once per league before the roles: the "
+                   f"baseline's games against each CPU level (default {BASELINE_GAMES}; 0: the "
+                   "CPU pairs only, in C, a few seconds)")
     add_progress_flag(r)
     rp = sub.add_parser("report", help="judge Main's newest generation on fresh matches")
     rp.add_argument("--league-dir", required=True)
@@ -310,9 +323,12 @@ def main(argv: list[str] | None = None) -> int:
     bad = [x for x in roles if x not in ROLES]
     if bad or not roles:
         sub.error(f"unknown role(s) {bad}; roles are {', '.join(ROLES)}")
+    if args.ladder_baseline_games < 0:
+        sub.error("--ladder-baseline-games must be >= 0")
     # each role's `train` would refuse a bad flag after starting: refuse it once, now
     from brawlkit.training.cli import parse as parse_train
 
     parse_train(["--role", roles[0], "--league-dir", args.league_dir, "--runs-root",
                  args.runs_root, *train_args])
-    return run(args.league_dir, roles, train_args, args.runs_root, progress=not args.no_progress)
+    return run(args.league_dir, roles, train_args, args.runs_root, progress=not args.no_progress,
+               ladder_baseline_games=args.ladder_baseline_games)
