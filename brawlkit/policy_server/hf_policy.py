@@ -149,8 +149,12 @@ class HfPolicy:
     # ------------------------------------------------------------------ prompts
     def render(self, messages: list[dict[str, str]]) -> list[int]:
         """The prompt's token ids: the chat template over ``messages`` with the
-        generation prompt (what the model reads before its answer)."""
-        text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        generation prompt (what the model reads before its answer).  ``enable_thinking``
+        off: a Qwen3 template then opens the answer with an empty think block, so an
+        8-token answer is the move, not the start of a reasoning trace (templates
+        without the switch ignore it)."""
+        text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True,
+                                                  enable_thinking=False)
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     def completion_ids(self, text: str) -> list[int]:
