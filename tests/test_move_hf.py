@@ -139,8 +139,8 @@ def test_policy_train_hf_clones_trains_exports_saves_and_resumes(tiny: Path, tmp
     from brawlkit.policy_server.hf_policy import HfPolicy
 
     out = tmp_path / "run"
-    common = ["--fights-per-batch", "2", "--eval-fights", "0", "--final-eval-fights", "0", "--max-ticks", "160",
-              "--workers", "2", "--no-progress", "--json", "--lr", "1e-2"]
+    common = ["--fights-per-batch", "2", "--eval-fights", "0", "--final-eval-fights", "0", "--max-ticks", "120",
+              "--workers", "1", "--no-progress", "--json", "--lr", "1e-2"]
     r = run_cli("policy", "train", "--hf", str(tiny), "--lora-rank", "4", "--out", str(out), "--batches", "1",
                 "--export", "--clone-fights", "2", "--clone-rounds", "0", "--clone-epochs", "1", "--seed", "2",
                 *common, timeout=600)
@@ -188,6 +188,8 @@ def test_policy_train_hf_clones_trains_exports_saves_and_resumes(tiny: Path, tmp
     assert b2["batch"] == 1 and set(b2["baseline"]) >= set(batch["baseline"])
     bad = run_cli("policy", "train", "--hf", str(tmp_path / "nowhere"), "--out", str(tmp_path / "x"))
     assert bad.returncode == 2 and "--hf" in bad.stderr and "no such folder" in bad.stderr
+    fresh = run_cli("policy", "train", "--hf", str(tiny), "--resume", "--out", str(tmp_path / "y"))
+    assert fresh.returncode == 2 and "trainer_state.pt" in fresh.stderr
 
 
 @pytest.mark.servers

@@ -516,6 +516,8 @@ def _hf_problem(hf: str | None, resume: bool) -> str | None:
                "wrote, or a hub id like Qwen/Qwen3-0.6B)"
     if p.is_dir() and not (p / "config.json").is_file() and not (p / "adapter_config.json").is_file():
         return f"--hf {hf}: the folder has no config.json (not a Hugging Face model)"
+    if resume and not (p / TRAIN_STATE).is_file():
+        return f"--resume: {hf} has no {TRAIN_STATE} (resume from a `policy train --hf` checkpoint folder, OUT/policy)"
     try:
         import transformers  # noqa: F401
     except ImportError:
