@@ -165,7 +165,7 @@ class HfPolicy:
 
     # ------------------------------------------------------------------ sampling
     def _forward(self, ids: torch.Tensor, cache: Any) -> tuple[torch.Tensor, Any]:
-        out = self.lm(input_ids=ids, use_cache=True, **{self._cache_kw: cache})
+        out = self.lm(input_ids=ids, use_cache=True, logits_to_keep=1, **{self._cache_kw: cache})
         new = getattr(out, "cache", None)
         return out.logits[:, -1].float(), new if new is not None else getattr(out, "past_key_values", None)
 
