@@ -74,6 +74,10 @@ def test_tiny_model_renders_the_messages_it_sees_and_its_logprobs_recompute(tiny
         assert lp[i, :n].tolist() == pytest.approx(g["token_logprobs"], abs=1e-4)
     ref, _ = pol.logprobs([g["prompt_ids"] for g in got], [g["tokens"] for g in got], reference=True)
     assert torch.allclose(ref, lp.detach(), atol=1e-6)  # the frozen copy: the same model, untrained
+    # a supervised target is the move written as the model's answer, ended as a turn ends
+    for name in NAMES:
+        ids = pol.completion_ids(name)
+        assert ids[-1] in pol.stop_ids and pol.tokenizer.decode(ids[:-1]) == name
 
 
 def test_loss_is_trls_grpo_and_micro_batches_change_nothing(tiny: Path) -> None:
@@ -120,14 +124,14 @@ def test_hf_model_plays_a_fight_through_move(tiny: Path, tmp_path: Path) -> None
                      "--member", "tiny-lm", "--max-new-tokens", "6"], tmp_path / "serve.log")
     trace = tmp_path / "trace.jsonl"
     try:
-        r = run_cli("policy", "play", "--endpoint", srv.url, "--vs", "cpu:1", "--max-ticks", "240",
+        r = run_cli("policy", "play", "--endpoint", srv.url, "--vs", "cpu:1", "--max-ticks", "120",
                     "--seed", "3", "--trace", str(trace), "--json", timeout=300)
     finally:
         srv.stop()
     assert r.returncode == 0, r.stdout + r.stderr
     res = last_json(r.stdout)
     m = res["matches"][0]
-    assert res["member"] == "tiny-lm" and m["ticks"] == 240 and m["decisions"] >= 10
+    assert res["member"] == "tiny-lm" and m["ticks"] == 120 and m["decisions"] >= 10
     assert m["failed_calls"] == 0 and m["model_errors"] == 0 and set(m["moves"]) <= set(NAMES)
     lines = [json.loads(x) for x in trace.read_text().splitlines()]
     assert len(lines) == m["decisions"] and all(x["logprob"] < 0 for x in lines)  # its own sampling logprobs
@@ -208,7 +212,7 @@ def test_remote_model_token_ids_and_errors_are_recorded(tmp_path: Path) -> None:
                      "--token-ids", "--member", "llm-ids", "--port", "0"], tmp_path / "serve.log")
     runner = RolloutRunner(WorkerConfig(srv.url), workers=1, progress=False)
     try:
-        (res,) = runner.run([FightSpec(seed=1, opponent="cpu:1", max_ticks=400)])
+        (res,) = runner.run([FightSpec(seed=1, opponent="cpu:1", max_ticks=200)])
     finally:
         runner.close()
         srv.stop()
