@@ -187,6 +187,7 @@ def test_policy_train_hf_clones_trains_exports_saves_and_resumes(tiny: Path, tmp
                  "--batches", "1", "--seed", "2", *common, timeout=600)
     assert r2.returncode == 0, r2.stdout[-2000:] + r2.stderr[-4000:]
     assert last_json(r2.stdout)["batches_total"] == 2
+    assert last_json(r2.stdout)["member"] == "hf-tiny-lm-s2"  # the same member as the run it resumes
     (b2,) = [json.loads(x) for x in (tmp_path / "run2" / "metrics.jsonl").read_text().splitlines()
              if json.loads(x)["kind"] == "batch"]
     assert b2["batch"] == 1 and set(b2["baseline"]) >= set(batch["baseline"])

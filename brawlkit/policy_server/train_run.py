@@ -122,10 +122,16 @@ HF_BUDGET_S = 30.0
 
 
 def _slug(path: str) -> str:
-    """A model folder or hub id as a member id's part: ``Qwen/Qwen3-0.6B`` -> ``qwen3-0.6b``."""
+    """A model folder or hub id as a member id's part: ``Qwen/Qwen3-0.6B`` -> ``qwen3-0.6b``;
+    a checkpoint folder of a run (``OUT/policy``) by the model it trains, so a resumed run
+    plays as the same member."""
     import re
 
-    name = Path(path.rstrip("/")).name or "model"
+    from brawlkit.policy_server.hf_policy import META_FILE
+
+    meta = Path(path) / META_FILE
+    name = (json.loads(meta.read_text()).get("name") if meta.is_file() else None) or \
+        Path(path.rstrip("/")).name or "model"
     return re.sub(r"[^a-z0-9.]+", "-", name.lower()).strip("-") or "model"
 
 
