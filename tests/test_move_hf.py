@@ -105,17 +105,24 @@ def test_loss_is_trls_grpo_and_micro_batches_change_nothing(tiny: Path) -> None:
     got = [chooser.answer(_random_request(rng)) for _ in range(6)]
     batch = HfBatch([x["prompt_ids"] for x in got], [x["tokens"] for x in got],
                     [x["token_logprobs"] for x in got], [0.3, -0.5, 1.0, -0.1, 0.2, -0.7])
-    params = []
+    params, pols = [], []
     for micro in (2, 6):
         pol = HfPolicy.load(str(tiny), seed=2)
+        if micro == 2:  # the reference as a snapshot swapped in, against a frozen copy: the same
+            pol.set_reference()
         opt = torch.optim.SGD(pol.trainable_parameters(), lr=0.5)
         st = hf_train.update(pol, opt, batch, epochs=1, clip=0.2, kl_coef=0.1, minibatch=6, micro_batch=micro,
                              max_grad_norm=1e9)
         assert st["grad_steps"] == 1
         params.append(torch.cat([p.detach().flatten() for p in pol.trainable_parameters()]))
+        pols.append(pol)
     base = torch.cat([p.detach().flatten() for p in a.trainable_parameters()])
     assert not torch.allclose(params[0], base)  # the step moved the weights
     assert torch.allclose(params[0], params[1], atol=1e-6)
+    # after the step the snapshot still answers for the weights before it
+    snap = (batch.prompts[:2], batch.completions[:2])
+    for pol in pols:  # the swapped snapshot and the frozen copy
+        assert torch.allclose(pol.logprobs(*snap, reference=True)[0], a.logprobs(*snap)[0].detach(), atol=1e-6)
 
 
 @pytest.mark.servers
@@ -174,13 +181,17 @@ def test_policy_train_hf_clones_trains_exports_saves_and_resumes(tiny: Path, tmp
     assert tb["advantages"].tolist() == pytest.approx([x["advantage"] for x in rows])
     assert tb["old_per_token_logps"].shape == tb["completion_ids"].shape
 
-    # the checkpoint reloads: the trained adapter over the base; the base is the reference
+    # the checkpoint reloads: the trained adapter over the base; the KL reference is the
+    # cloned model (the supervised start), not the untrained base
     ck = HfPolicy.load(str(out / "policy"))
     base = HfPolicy.load(str(tiny))
-    assert ck.is_lora and (out / "policy" / "trainer_state.pt").is_file()
+    assert ck.is_lora and (out / "policy" / "trainer_state.pt").is_file() and ck.ref_params is not None
     some = ([x["prompt_ids"] for x in rows[:4]], [x["completion_ids"] for x in rows[:4]])
-    trained, base_lp, ref = ck.logprobs(*some)[0], base.logprobs(*some)[0], ck.logprobs(*some, reference=True)[0]
-    assert not torch.allclose(trained, base_lp, atol=1e-4) and torch.allclose(ref, base_lp, atol=1e-5)
+    trained, ref = ck.logprobs(*some)[0], ck.logprobs(*some, reference=True)[0]
+    cloned, base_lp = clone_start.logprobs(*some)[0], base.logprobs(*some)[0]
+    assert not torch.allclose(trained, cloned, atol=1e-4)  # RL moved it
+    assert torch.allclose(ref, cloned, atol=1e-5) and not torch.allclose(ref, base_lp, atol=1e-4)
+    assert torch.allclose(ck.logprobs(*some)[0], trained)  # the swap put the trained values back
 
     # resumed: the batch count, the baseline and the curriculum continue
     r2 = run_cli("policy", "train", "--hf", str(out / "policy"), "--resume", "--out", str(tmp_path / "run2"),

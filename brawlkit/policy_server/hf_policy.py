@@ -18,6 +18,10 @@ text, parse and re-ask).  What a trainer needs is kept exactly as the model saw 
   padded row computes what the unpadded sample did; the tests check they agree).
 * **LoRA** (peft, ``lora_rank`` > 0): only the adapter trains, and the frozen base
   model — the adapter disabled — is the reference of the KL term, at no extra memory.
+  After a supervised start the reference is the cloned model instead
+  (:meth:`HfPolicy.set_reference`: a copy of the trainable parameters only — the
+  adapter's, for LoRA — swapped in for the reference's forward), as RLHF's reference
+  is its SFT model, not the pretrained one.
 
 transformers and peft are the optional extra ``llm`` (``pip install -e '.[llm]'``):
 they are imported inside the functions, so the core package never needs them.
@@ -38,6 +42,8 @@ from brawlkit.policy_server.llm import ChatReply
 
 #: the file of a checkpoint that says how to load it (base model, LoRA or not, meta)
 META_FILE = "brawlkit_hf.json"
+#: a checkpoint's KL reference (:meth:`HfPolicy.set_reference`), when it is not the base
+REFERENCE_FILE = "reference.pt"
 #: LoRA's target modules for the usual decoder blocks (Qwen2/3, Llama, Mistral)
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 INSTALL_HINT = "pip install -e '.[llm]' (transformers, tokenizers, peft)"
@@ -81,6 +87,9 @@ class HfPolicy:
         self.stop_ids = {int(t) for t in stop if t is not None}
         self.pad_id = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id)
         self._ref: Any = None
+        #: the KL reference's values of the trainable parameters, once :meth:`set_reference`
+        #: has fixed one (after a supervised start: the cloned model); None: the base
+        self.ref_params: dict[str, torch.Tensor] | None = None
         # the keyword the forward takes its KV cache by: ``cache`` (transformers >= 5.2x)
         # or ``past_key_values`` (earlier)
         import inspect
@@ -129,15 +138,21 @@ class HfPolicy:
                     raise ValueError(f"--lora-rank: {path} has none of the modules {', '.join(LORA_TARGETS)}")
                 cfg = LoraConfig(r=lora_rank, lora_alpha=int(lora_alpha or 2 * lora_rank), lora_dropout=0.0,
                                  target_modules=targets, task_type="CAUSAL_LM")
-                base = str(path)
+                base = str(p.resolve()) if p.exists() else str(path)  # a saved adapter finds it anywhere
                 model = get_peft_model(model, cfg)
         tokenizer = tf.AutoTokenizer.from_pretrained(tok_src)
         if not getattr(tokenizer, "chat_template", None):
             raise ValueError(f"--hf {path}: the tokenizer has no chat template (an instruct/chat model is needed)")
         model.to(dev)
         model.eval()
-        return cls(model, tokenizer, name=name, device=dev, temperature=temperature,
-                   max_new_tokens=max_new_tokens, seed=seed, base=base)
+        pol = cls(model, tokenizer, name=name, device=dev, temperature=temperature,
+                  max_new_tokens=max_new_tokens, seed=seed, base=base)
+        if (p / REFERENCE_FILE).is_file():
+            ref = torch.load(p / REFERENCE_FILE, map_location=dev, weights_only=True)
+            trainable = {n for n, q in model.named_parameters() if q.requires_grad}
+            if set(ref) == trainable:
+                pol.ref_params = ref
+        return pol
 
     @property
     def is_lora(self) -> bool:
@@ -225,23 +240,44 @@ class HfPolicy:
         frozen reference — the base model with the LoRA adapter disabled, else a frozen
         copy made on first use — without gradients."""
         ids, att, pos, cmask, r = self._batch(prompts, completions)
+        kw = {"input_ids": ids, "attention_mask": att, "position_ids": pos, "logits_to_keep": r + 1}
         if reference:
             with torch.no_grad():
-                if self.is_lora:
+                if self.ref_params is not None:
+                    logits = self._swapped_forward(kw)
+                elif self.is_lora:
                     with self.lm.disable_adapter():
-                        logits = self.lm(input_ids=ids, attention_mask=att, position_ids=pos,
-                                         logits_to_keep=r + 1).logits
+                        logits = self.lm(**kw).logits
                 else:
                     if self._ref is None:
                         self._ref = copy.deepcopy(self.lm).eval().requires_grad_(False)
-                    logits = self._ref(input_ids=ids, attention_mask=att, position_ids=pos,
-                                       logits_to_keep=r + 1).logits
+                    logits = self._ref(**kw).logits
         else:
-            logits = self.lm(input_ids=ids, attention_mask=att, position_ids=pos, logits_to_keep=r + 1).logits
+            logits = self.lm(**kw).logits
         logp_all = torch.log_softmax(logits[:, :-1].float() / self.temperature, dim=-1)
         target = ids[:, -r:]
         logp = logp_all.gather(-1, target.unsqueeze(-1)).squeeze(-1)
         return logp * cmask, cmask
+
+    def set_reference(self) -> None:
+        """The KL reference becomes the model as it is now (called after the supervised
+        start, so RL is held near the cloned model, not the pretrained one)."""
+        self.ref_params = {n: p.detach().clone() for n, p in self.lm.named_parameters() if p.requires_grad}
+
+    def _swapped_forward(self, kw: dict[str, Any]) -> torch.Tensor:
+        """The reference's logits: its parameter values swapped in, the forward, the
+        current values back.  Called with no autograd graph alive (the trainer computes
+        the reference before the policy), so the in-place swap is safe."""
+        assert self.ref_params is not None
+        params = dict(self.lm.named_parameters())
+        keep = {n: params[n].detach().clone() for n in self.ref_params}
+        try:
+            for n, v in self.ref_params.items():
+                params[n].data.copy_(v)
+            return self.lm(**kw).logits
+        finally:
+            for n, v in keep.items():
+                params[n].data.copy_(v)
 
     # ------------------------------------------------------------------ files
     def save(self, path: str | Path, meta: dict[str, Any] | None = None) -> None:
@@ -256,6 +292,8 @@ class HfPolicy:
             shutil.rmtree(tmp)
         self.lm.save_pretrained(str(tmp))
         self.tokenizer.save_pretrained(str(tmp))
+        if self.ref_params is not None:
+            torch.save(self.ref_params, tmp / REFERENCE_FILE)
         (tmp / META_FILE).write_text(json.dumps({"format": "brawlkit-hf", "version": 1, "name": self.model,
                                                  "base": self.base, "lora": self.is_lora,
                                                  "meta": meta or {}}, default=str))

@@ -114,11 +114,13 @@ def update(policy: HfPolicy, opt: torch.optim.Optimizer, batch: HfBatch, *, epoc
                     idx = mb[u:u + micro_batch]
                     prompts = [batch.prompts[i] for i in idx]
                     comps = [batch.completions[i] for i in idx]
+                    # the reference first: its forward may swap parameters in place, which
+                    # must not happen while the policy's graph holds them for backward
+                    ref = policy.logprobs(prompts, comps, reference=True)[0] if kl_coef else None
                     logp, mask = policy.logprobs(prompts, comps)
                     r = logp.shape[1]
                     old = torch.tensor([batch.old_logps[i] + [0.0] * (r - len(batch.old_logps[i])) for i in idx],
                                        device=dev)
-                    ref = policy.logprobs(prompts, comps, reference=True)[0] if kl_coef else None
                     adv = torch.tensor([batch.advantages[i] for i in idx], device=dev)
                     loss, st = policy_loss(logp, old, ref, adv, mask, clip=clip or 0.0, kl_coef=kl_coef,
                                            n_tokens=n_tok)

@@ -368,6 +368,8 @@ def train(opts: MoveTrainOptions) -> dict[str, Any]:
             _log(log, evals[-1])
             if opts.clone_fights:
                 _clone(st, opts, runner, log, t0)
+                if st.hf:  # the KL term holds RL near the cloned model, not the pretrained one
+                    st.policy.set_reference()
                 evals.append({**_evaluate(runner, opts, opts.eval_fights, st.sink, st.batch, t0), "cloned": True})
                 _log(log, evals[-1])
                 _save(st, out, "policy_clone", {"batch": st.batch, "cloned": True})
