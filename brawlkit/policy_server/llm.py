@@ -104,12 +104,6 @@ class ChatReply:
     def logprob(self) -> float | None:
         return sum(self.token_logprobs) if self.token_logprobs is not None else None
 
-    @property
-    def completion_ids(self) -> list[int] | None:
-        """The sampled token ids, when every token is one (else None)."""
-        ok = self.tokens and all(isinstance(t, int) and not isinstance(t, bool) for t in self.tokens)
-        return list(self.tokens) if ok else None
-
 
 def _token_id(tok: Any) -> Any:
     """vLLM's ``return_tokens_as_token_ids`` writes a token as ``"token_id:123"``: the id."""
@@ -122,8 +116,9 @@ class ChatClient:
     """POST ``{url}/v1/chat/completions`` (the OpenAI-compatible API) with a timeout.
 
     ``token_ids``: also ask for the sampled token *ids* and the prompt's ids (vLLM's
-    ``return_tokens_as_token_ids`` and ``return_token_ids``; SGLang reads the same
-    request), which a trainer needs so it never re-tokenises text.  Off by default:
+    ``return_tokens_as_token_ids`` and ``return_token_ids``; a server without them keeps
+    answering with token strings, recorded as such), which a trainer needs so it never
+    re-tokenises text.  Off by default:
     a server that rejects unknown keys (OpenAI's) would refuse every call."""
 
     def __init__(self, url: str, model: str, temperature: float = 0.7, max_tokens: int = 8,
