@@ -78,7 +78,14 @@ lint: setup
 check: build
 	$(MAKE) -C native check PYTHON=$(VPY)
 
-pytest: build wheelhouse testdeps
+# the language-model extra (requirements-llm.txt: policy serve/train --hf, tests/test_move_hf.py):
+# the tests install it, `make build` and `make train` do not (pip keeps the pinned torch: it satisfies them)
+LLM_STAMP := $(VENV)/.installed-llm
+$(LLM_STAMP): requirements-llm.txt $(STAMP)
+	$(VPY) -m pip install -q $(PIP_FLAGS) -r requirements-llm.txt
+	touch $@
+
+pytest: build wheelhouse testdeps $(LLM_STAMP)
 	BRAWLKIT_TEST_WHEELHOUSE=$(abspath $(WHEELHOUSE)) $(VPY) -m pytest -q tests
 
 # the unit tier only (no servers, no training, no notebooks): well under a minute

@@ -410,7 +410,8 @@ def test_default_paths_resolve_from_the_repository_root(tmp_path, monkeypatch):
 
 def test_pyproject_declares_what_requirements_pin():
     """``pip install .`` gets the same pins as ``make build``: every requirement is a core
-    dependency or in an extra of pyproject.toml, at the same version, torch included."""
+    dependency or in an extra of pyproject.toml, at the same version, torch included; the
+    ``llm`` extra is exactly requirements-llm.txt (what ``make test`` adds)."""
     import re
     import tomllib
 
@@ -418,8 +419,11 @@ def test_pyproject_declares_what_requirements_pin():
     declared = list(project["dependencies"])
     for extra in project["optional-dependencies"].values():
         declared += extra
-    pins = [ln.split("#")[0].strip() for ln in (ROOT / "requirements.txt").read_text().splitlines()]
-    pins = [p for p in pins if p]
+    def read(name: str) -> list[str]:
+        return [p for p in (ln.split("#")[0].strip() for ln in (ROOT / name).read_text().splitlines()) if p]
+
+    pins = read("requirements.txt") + read("requirements-llm.txt")
+    assert sorted(project["optional-dependencies"]["llm"]) == sorted(read("requirements-llm.txt"))
     norm = lambda s: re.sub(r"\[.*?\]", "", s).lower().replace("_", "-")  # noqa: E731
     assert sorted(set(map(norm, declared))) == sorted(map(norm, pins))  # extras may share pins
     assert "torch==2.13.0" in project["dependencies"]

@@ -150,7 +150,9 @@ def play_match(endpoint: MoveEndpoint, env: MoveEnv, *, seed: int, decision_tick
         "invalid_moves": invalid,
         "unavailable_moves": sum(s.invalid and not s.failed and s.answer in NAMES for s in steps),
         "failed_calls": failed,
-        "errors": dict(Counter(str(s.error)[:120] for s in steps if s.failed)),
+        # the endpoint answered, but its model had failed (an LLM server's 500, a malformed body)
+        "model_errors": sum(s.error is not None and not s.failed for s in steps),
+        "errors": dict(Counter(str(s.error)[:120] for s in steps if s.error is not None)),
         "penalty": round(penalty, 6), "outcome_reward": round(outcome_reward, 6),
         "reward": round(outcome_reward - penalty, 6),
         "latency_ms": _stats([s.latency_ms for s in steps]),
@@ -275,7 +277,7 @@ def _report(res: dict[str, Any], label: str, to: TextIO) -> None:
     print(f"match {res['match']}: {res['outcome'] or 'cut'} vs {label} in {res['ticks']} ticks, "
           f"{res['decisions']} decisions, latency {lat['mean']} ms mean -> "
           f"{res['delay_ticks']['mean']} ticks delay, {res['invalid_moves']} invalid, "
-          f"{res['failed_calls']} failed, reward {res['reward']:.3f}"
+          f"{res['failed_calls']} failed, {res['model_errors']} model errors, reward {res['reward']:.3f}"
           + (" (recorded)" if res["recorded"] else ""), file=to)
 
 
@@ -342,7 +344,8 @@ def main(argv: list[str] | None = None) -> int:
                "decision_ticks": decision_ticks, "invalid_penalty": args.invalid_penalty,
                "reaction_frames": args.reaction_frames, "league_dir": args.league_dir,
                "registry": args.registry, "writer": sink.name, "moves_known": len(NAMES),
-               "sent": sink.counts, "matches": results}
+               "sent": sink.counts, "failed_calls": sum(r["failed_calls"] for r in results),
+               "model_errors": sum(r["model_errors"] for r in results), "matches": results}
     if args.json:
         print(json.dumps(summary))
     return 0
