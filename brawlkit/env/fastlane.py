@@ -299,20 +299,16 @@ class FastLane:
 
     def _to_c(self, i: int, env: BrawlpitEnv) -> None:
         """Env ``i``'s reward state and step count into the lane (batched steps own them)."""
-        if self.rewarded[i]:
+        if self.rewarded[i] and isinstance(env.reward_fn, TieredReward):
             st = self.clients[2 * i].rstate
-            r = env.reward_fn
-            st.life_start = getattr(r, "_life_start", 0)
-            st.intervals_paid = getattr(r, "_intervals_paid", 0)
-            st.last_engage = getattr(r, "_last_engage", 0)
+            st.life_start, st.intervals_paid, st.last_engage = env.reward_fn.state()
         self.env_steps[i] = env._steps
 
     def _to_python(self, i: int, env: BrawlpitEnv) -> None:
         """Env ``i``'s reward state, step count and current snapshot back to the env."""
         if self.rewarded[i] and isinstance(env.reward_fn, TieredReward):
-            st, r = self.clients[2 * i].rstate, env.reward_fn
-            r._life_start, r._intervals_paid, r._last_engage = (st.life_start, st.intervals_paid,
-                                                                st.last_engage)
+            st = self.clients[2 * i].rstate
+            env.reward_fn.set_state(st.life_start, st.intervals_paid, st.last_engage)
         env._steps = int(self.env_steps[i])
         env._snap = P.snapshot_from_checked(self._answer(i))
         env._last_contact = time.monotonic()
@@ -432,7 +428,7 @@ class FastLane:
             if me.status != BPV_PENDING:
                 continue
             env = envs[i]
-            self._restore(i, env)
+            self._to_python(i, env)  # the lane's snapshot and reward state: the step's start
             obs, reward, _, _, info = self._fallback(i, env, actions[i - lo])
             self.admit(i, env)  # (refused when the match just ended: it resets next)
             cur = env._snap
@@ -444,16 +440,6 @@ class FastLane:
                 me.tiers[k] = info.get(f"reward/{name}", 0.0)
             me.status = BPV_DONE
             self.env_steps[i] = env._steps - 1  # wait_rows counts this step for every env
-
-    def _restore(self, i: int, env: BrawlpitEnv) -> None:
-        """Env ``i``'s state as it was before this step (its own answer never came, so
-        the lane's snapshot and reward state are still the step's start)."""
-        if self.rewarded[i] and isinstance(env.reward_fn, TieredReward):
-            st, r = self.clients[2 * i].rstate, env.reward_fn
-            r._life_start, r._intervals_paid, r._last_engage = (st.life_start, st.intervals_paid,
-                                                                st.last_engage)
-        env._steps = int(self.env_steps[i])
-        env._snap = P.snapshot_from_checked(self._answer(i))
 
     def episode_info(self, i: int, env: BrawlpitEnv, elapsed: int) -> dict[str, Any]:
         """The full info of env ``i``'s last step (its episode ended), its state handed
