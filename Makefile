@@ -78,7 +78,14 @@ lint: setup
 check: build
 	$(MAKE) -C native check PYTHON=$(VPY)
 
-pytest: build wheelhouse testdeps
+# the language-model extra (requirements-llm.txt: policy serve/train --hf, tests/test_move_hf.py):
+# the tests install it, `make build` and `make train` do not (pip keeps the pinned torch: it satisfies them)
+LLM_STAMP := $(VENV)/.installed-llm
+$(LLM_STAMP): requirements-llm.txt $(STAMP)
+	$(VPY) -m pip install -q $(PIP_FLAGS) -r requirements-llm.txt
+	touch $@
+
+pytest: build wheelhouse testdeps $(LLM_STAMP)
 	BRAWLKIT_TEST_WHEELHOUSE=$(abspath $(WHEELHOUSE)) $(VPY) -m pytest -q tests
 
 # the unit tier only (no servers, no training, no notebooks): well under a minute
@@ -88,23 +95,29 @@ test-fast: build
 test: build lint check pytest
 
 # a short league, started from replays: a clone of the CPU (imitate: CPU 8 as the teacher,
-# docs/imitation.md) that every role continues (--init-from), the three roles training
-# concurrently on runs/league, its Elo drift notebook, and last Main's newest generation
-# judged on 50 fresh matches against cpu:3 (the verdict is the last line). TRAIN_ARGS: more
-# generations, e.g. TRAIN_ARGS="--generations 20"; IMITATE_ARGS: imitate flags over the
-# clone's shipped settings (brawlkit/training/imitation.py CLONE_ARGS: the chosen recipe's
-# clone, configs/learn/chosen.toml; it is most of the bot). `imitate --ensure` builds the
-# clone in runs/imitate when absent or built otherwise, and reuses it else: the same clone
+# docs/imitation.md) that Main continues (--init-from) as the chosen recipe does — Main
+# alone against the fixed ladder, its own generations (PFSP) and itself, on 64 arenas of
+# one server (configs/learn/chosen_wide.toml's width) — on runs/league, its Elo drift
+# notebook, and Main's newest generation judged on 50 fresh matches against cpu:5 (the
+# verdict is the last line). TRAIN_ARGS: more generations, e.g. TRAIN_ARGS="--generations
+# 20 ..."; ROLES: e.g. ROLES=main,main_exploiter,league_exploiter for all three;
+# IMITATE_ARGS: imitate flags over the clone's shipped settings
+# (brawlkit/training/imitation.py CLONE_ARGS: the chosen recipe's clone,
+# configs/learn/chosen.toml; it is most of the bot). `imitate --ensure` builds the clone in
+# runs/imitate when absent or built otherwise, and reuses it else: the same clone
 # train_role.ipynb and colab_bootstrap.py start from.
 IMITATE_ARGS ?=
-TRAIN_ARGS ?= --generations 2 --steps-per-generation 50000 --kl-coef 0.05 --kl-decay-steps 100000
+ROLES ?= main
+TRAIN_ARGS ?= --generations 2 --steps-per-generation 500000 --n-envs 64 --n-steps 256 \
+  --batch-size 2048 --n-epochs 4 --kl-coef 0.02 --kl-decay-steps 500000 --main-fixed-share 0.5 \
+  --main-pfsp-share 0.2 --eval-levels 3,5 --eval-episodes 6
 train: build
 	mkdir -p runs
 	$(VPY) -m brawlkit imitate --ensure --run-dir runs/imitate $(IMITATE_ARGS)
-	$(VPY) -m brawlkit league run --league-dir runs/league --runs-root runs -- \
+	$(VPY) -m brawlkit league run --league-dir runs/league --runs-root runs --roles $(ROLES) -- \
 	  --init-from runs/imitate/gen_0000.zip $(TRAIN_ARGS)
 	$(VPY) -m papermill notebooks/elo_drift.ipynb runs/elo_drift.ipynb -p league_dir runs/league
-	$(VPY) -m brawlkit league report --league-dir runs/league --vs cpu:3 --matches 50
+	$(VPY) -m brawlkit league report --league-dir runs/league --vs cpu:5 --matches 50
 
 # JupyterLab on the notebooks (LAB_ARGS, e.g. LAB_ARGS="--no-browser --port 8890");
 # as root (containers, Colab-like boxes) Jupyter refuses to start without --allow-root

@@ -13,7 +13,11 @@ mode of ``--script`` (cyclic; ``mode*N`` repeats a mode):
 * ``missing``   HTTP 500;
 * ``slow``      a valid answer after ``--slow-ms`` (beyond the adapter's budget).
 
-Every answer carries token logprobs.  ``GET /stats`` returns the modes served, each with
+Every answer carries token logprobs.  A request with ``return_tokens_as_token_ids`` gets its
+tokens as ``"token_id:N"`` and one with ``return_token_ids`` the ids themselves
+(``choices[0].token_ids``) and the prompt's (``prompt_token_ids``), as vLLM answers them: the
+prompt's ids are the UTF-8 bytes of the messages rendered ``role\ncontent\n``, each + 3, so
+a test can check them.  ``GET /stats`` returns the modes served, each with
 whether the request was a re-ask (it quotes a bad answer back).
 """
 
@@ -35,6 +39,16 @@ def parse_script(text: str) -> list[str]:
         mode, _, n = part.partition("*")
         out += [mode.strip()] * (int(n) if n else 1)
     return out
+
+
+def fake_id(token: str) -> int:
+    """A token's id here: a stable number per token text."""
+    return sum(token.encode()) % 50_000 + 3
+
+
+def fake_prompt_ids(messages: list[dict[str, str]]) -> list[int]:
+    """The prompt's ids here: the bytes of ``role\ncontent\n`` per message, each + 3."""
+    return [b + 3 for m in messages for b in f"{m['role']}\n{m['content']}\n".encode()]
 
 
 class Server(ThreadingHTTPServer):
@@ -91,10 +105,15 @@ class Handler(BaseHTTPRequestHandler):
         if mode == "empty":
             return self._send(200, b'{"choices": []}')
         toks = re.findall(r"\w+|\W", content or "")
+        ids = [fake_id(t) for t in toks]
+        shown = [f"token_id:{n}" for n in ids] if body.get("return_tokens_as_token_ids") else toks
         reply = {"id": f"fake-{i}", "object": "chat.completion", "model": body.get("model"),
                  "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
-                              "logprobs": {"content": [{"token": t, "logprob": -0.25} for t in toks]},
+                              "logprobs": {"content": [{"token": t, "logprob": -0.25} for t in shown]},
                               "finish_reason": "stop"}]}
+        if body.get("return_token_ids"):
+            reply["prompt_token_ids"] = fake_prompt_ids(msgs)
+            reply["choices"][0]["token_ids"] = ids
         self._send(200, json.dumps(reply).encode())
 
 

@@ -88,6 +88,8 @@ def test_pairs_play_and_every_match_reaches_the_log_and_the_ratings(tmp_path: Pa
     matches = _pool_matches(root)
     assert len(matches) == 6
     assert all(m.a in ids and m.b in ids and m.a != m.b and 0 < m.ticks <= 9000 for m in matches)
+    # through the one match writer: distinct times, both bots their frozen .bpw (rated)
+    assert len({m.time for m in matches}) == 6 and all(m.rated for m in matches)
     rows = _elo_rows(root)
     assert sum(rows[i]["games"] for i in ids) == 12
     assert all(rows[i]["games"] >= 2 for i in ids), rows  # fewest-games pairing: all play

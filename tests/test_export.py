@@ -197,7 +197,7 @@ def test_checkpoint_meta_reads_the_zip_and_defaults_for_old_checkpoints(ckpt, tm
     delattr(old, "brawlkit")
     old.save(str(tmp_path / "old.zip"))
     assert checkpoint_meta(tmp_path / "old.zip") == ex.PolicyMeta()
-    with pytest.raises(ValueError, match="not a zip"):
+    with pytest.raises(ValueError, match="is a .bpw blob .*not an SB3 checkpoint: give the checkpoint zip"):
         checkpoint_meta(tmp_path / "new.bpw")
 
 

@@ -163,6 +163,26 @@ def test_imitate_dagger_rounds_add_the_students_states(tmp_path: Path) -> None:
     assert meta["policy"]["net_arch"] == {"pi": [32, 16], "vf": [32, 16]}
 
 
+def test_imitate_takes_trainconfigs_flags_from_trainconfig(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``imitate``'s TrainConfig flags are ``train``'s own declarations (same option
+    strings, default and help), ``--hidden`` among them, and the clone has that network."""
+    from brawlkit.training.cli import build_parser as train_parser
+
+    def options(ap: Any) -> dict[str, tuple[Any, ...]]:
+        return {a.dest: (tuple(a.option_strings), a.default, a.help, a.choices)
+                for a in ap._actions if a.dest in im.TRAIN_FIELDS}
+
+    assert set(options(im.build_parser())) == set(im.TRAIN_FIELDS)
+    assert options(im.build_parser()) == options(train_parser())
+    assert brawlkit_main(_tiny(tmp_path, "--hidden", "32,16", "--eval-episodes", "0",
+                               "--c-eval-matches", "0", "--epochs", "1")) == 0
+    meta = json.loads((tmp_path / "clone" / "gen_0000.json").read_text())
+    assert meta["policy"]["net_arch"] == {"pi": [32, 16], "vf": [32, 16]}
+    assert meta["config"]["hidden"] == [32, 16]
+    assert last_json(capsys.readouterr().out)["checkpoint"].endswith("gen_0000.zip")
+
+
 @pytest.mark.parametrize(("extra", "message"), [
     (["--label-rule", "sometimes"], "invalid choice"),
     (["--replay", "x.bpr"], "FILE.bpr:SLOT"),
@@ -286,7 +306,7 @@ def test_init_from_refuses_a_missing_file_and_a_non_checkpoint(
     """Through `train`'s own entry point, before any server starts."""
     (tmp_path / "junk.zip").write_bytes(b"not a zip")
     for name, message in (("nope.zip", "nope.zip not found"),
-                          ("junk.zip", "junk.zip is not a zip checkpoint")):
+                          ("junk.zip", "junk.zip is not a zip, so not an SB3 checkpoint")):
         assert brawlkit_main(["train", "--init-from", str(tmp_path / name), "--no-progress",
                               "--run-dir", str(tmp_path / "run")]) == 2
         assert message in capsys.readouterr().err

@@ -80,6 +80,27 @@ def test_three_roles_register_every_generation_exactly_once(small_league):
     assert all(r.a in known and r.b in known for r in matches)
     # frozen checkpoints were drawn as opponents: their rating moves long after they froze
     assert any(r.b in known - set(permanent_ids()) for r in matches), Counter(r.b for r in matches)
+    # every record is a real match that says who played as what (docs/league.md): the
+    # trainer's episodes were its policy in training (never rated); each generation's
+    # evaluation is one record per match played, with its own seed, deterministic
+    # ("fixed": what ships) and sampled, --eval-episodes 1 at --eval-levels 1
+    training = [r for r in matches if r.source.startswith("train:")]
+    assert training and all(r.a_policy == "training" and not r.rated for r in training)
+    evals = [r for r in matches if r.source == "eval"]
+    for m in trained:
+        mine = sorted((r.a_policy, r.b, r.seed) for r in evals if r.a == m.id)
+        assert [(p, b) for p, b, _ in mine] == [("fixed", "cpu:1"), ("sampled", "cpu:1")], mine
+        assert all(s is not None for _, _, s in mine)
+    assert all(r.ticks > 0 and r.b_policy == "fixed" for r in evals)
+    # the fixed ladder, played once before the roles: the CPU levels rated in order
+    ladder = [r for r in matches if r.source.startswith("ladder:")]
+    assert len({r.source for r in ladder}) == 1 and {r.a for r in ladder} >= {"baseline", "cpu:1"}
+    from brawlkit.league.ratings import league_table
+
+    table = league_table(members, matches, bootstrap=0)
+    bt = {r["id"]: r["bt_rating"] for r in table["members"]}
+    assert [bt[f"cpu:{lv}"] for lv in range(1, 9)] == sorted(bt[f"cpu:{lv}"] for lv in range(1, 9))
+    assert table["anchor"] == {"id": "cpu:1", "rating": 1000.0}
 
 
 def test_an_exploiters_reset_keeps_its_log_and_starts_a_lineage(small_league):
@@ -105,7 +126,10 @@ def test_elo_command_reads_the_league(small_league):
     out = last_json(r.stdout)
     ratings = [m["rating"] for m in out["members"]]
     assert out["matches"] > 0 and len(out["members"]) == 18
-    assert sum(ratings) / len(ratings) == pytest.approx(1200.0)  # zero-sum, baseline included
+    # zero-sum, baseline included: the mean is the initial rating, moved with the anchor
+    assert out["anchor"] == {"id": "cpu:1", "rating": 1000.0}
+    assert sum(ratings) / len(ratings) == pytest.approx(out["elo_initial"])
+    assert next(m["rating"] for m in out["members"] if m["id"] == "cpu:1") == pytest.approx(1000.0)
 
 
 @pytest.mark.notebooks

@@ -1,4 +1,7 @@
-"""The registry's league page (``GET /league``) in a real headless browser: Debian's
+"""The registry's league page (``GET /league``), its pieces (drift lines from each
+member's first match, a colour per CPU level, a legend of what is present, the
+cookie-signed "ratings JSON" link, the sign-in hint) and the whole page in a real
+headless browser: Debian's
 ``chromium`` driven by Playwright (``executable_path``: no browser download), against a
 real ``registry serve`` on 127.0.0.1 with a SQLite file.
 
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -73,12 +77,56 @@ def league_registry(tmp_path: Path):
             a, b = rng.choice(len(ids), 2, replace=False)
             matches.append(MatchRecord(time=1796090000.0 + i, a=ids[a], b=ids[b],
                                        result=str(rng.choice(["win", "loss", "draw"])),
-                                       ticks=int(rng.integers(100, 9000)), source="test"))
+                                       ticks=int(rng.integers(100, 9000)), source="test",
+                                       seed=i))
+        # cpu:1 and cpu:5 join late (their first matches are 60..69), and main g2 has
+        # training episodes: in the log, not rated
+        for i in range(10):
+            matches.append(MatchRecord(time=1796090100.0 + i, a="cpu:5", b="cpu:1",
+                                       result="win", ticks=3000 + i, source="ladder:t", seed=i))
+            matches.append(MatchRecord(time=1796090200.0 + i, a="main-r-g0002", b="cpu:3",
+                                       result="loss", ticks=500 + i, source="train:main"))
         admin.post_matches(matches)
         admin.activate("main-r-g0001")
         yield srv, admin, add_agent(srv.db_url, "viewer", "read")
     finally:
         srv.stop()
+
+
+def test_drift_lines_start_at_a_members_first_match_and_colours_are_per_level() -> None:
+    from brawlkit.registry.league_page import (
+        CPU_COLOURS,
+        ROLE_COLOURS,
+        _colour,
+        drift_series,
+        legend,
+    )
+
+    log = [MatchRecord(time=float(i), a="cpu:2", b="cpu:3", result="loss", seed=i) for i in range(5)]
+    log += [MatchRecord(time=10.0 + i, a="main-r-g0001", b="cpu:2", result="win", seed=9 + i)
+            for i in range(3)]
+    log.insert(2, MatchRecord(time=1.5, a="main-r-g0001", b="cpu:3", result="loss",
+                              source="train:main"))  # training: not rated, draws nothing
+    series = drift_series(log, ["cpu:2", "cpu:3", "main-r-g0001"], 32.0, 1200.0)
+    assert series["cpu:2"][0] == (0, 1200.0)
+    assert series["main-r-g0001"][0] == (6, 1200.0)  # joins at its first rated match
+    assert [i for i, _ in series["main-r-g0001"]] == [6, 7, 8, 9]
+    anchored = drift_series(log, ["cpu:2", "cpu:3", "main-r-g0001"], 32.0, 1200.0,
+                            anchor=("cpu:2", 1000.0))
+    assert anchored["cpu:2"][-1][1] == pytest.approx(1000.0)
+    assert anchored["main-r-g0001"][0][1] == pytest.approx(1200.0 + 1000.0 - series["cpu:2"][-1][1])
+
+    rows = [{"id": f"cpu:{lv}", "kind": "cpu", "role": "cpu"} for lv in (1, 3, 8)]
+    rows.append({"id": "main-r-g0001", "kind": "bot", "role": "main"})
+    colours = [_colour(r) for r in rows]
+    assert len(set(colours)) == 4 and colours[:3] == [CPU_COLOURS[r["id"]] for r in rows[:3]]
+    shown = legend(rows)
+    assert [k for k in ("main", "cpu:1", "cpu:3", "cpu:8") if f'data-key="{k}"' in shown] == \
+        ["main", "cpu:1", "cpu:3", "cpu:8"]
+    assert "human" not in shown and "baseline" not in shown and "cpu:2" not in shown
+    assert legend([*rows, {"id": "player:al", "kind": "human", "role": "?"}]).count(
+        'data-key="human"') == 1
+    assert ROLE_COLOURS["human"] not in colours
 
 
 def test_an_empty_league_says_so_and_everything_is_escaped() -> None:
@@ -95,6 +143,34 @@ def test_an_empty_league_says_so_and_everything_is_escaped() -> None:
     assert "<script>" not in html and "cpu:1&lt;script&gt;" in html and "viewer&lt;b&gt;" in html
     assert 'id="elo-drift-empty"' in html and "No checkpoints registered yet" in html
     assert "No checkpoint is active" in html and "No matches yet." in html
+    assert 'id="legend"' not in html  # nothing drawn, nothing to explain
+
+
+@pytest.mark.servers
+def test_the_ratings_json_link_and_the_sign_in_hint_without_a_browser(league_registry) -> None:
+    """The page's own path as a browser takes it, with plain HTTP: the form, the cookie,
+    then the "ratings JSON" link of the page (401 before this link existed: the cookie
+    never reaches ``/ratings``)."""
+    srv, admin, viewer_secret = league_registry
+    s = requests.Session()
+    form = s.get(f"{srv.url}/league", timeout=30)
+    assert form.status_code == 401 and "--data DATA" in form.text and "--db URL" in form.text
+    r = s.post(f"{srv.url}/league/login", data={"agent_id": "viewer", "secret": viewer_secret},
+               timeout=30)
+    assert r.status_code == 200 and 'id="leaderboard"' in r.text
+    link = re.search(r'<a id="ratings-json" href="([^"]+)"', r.text)
+    assert link is not None
+    got = s.get(srv.url + link.group(1), timeout=30)
+    assert got.status_code == 200, got.text
+    token = requests.post(f"{srv.url}/auth/token", timeout=30, json={
+        "agent_id": "viewer", "secret": viewer_secret}).json()["access_token"]
+    want = requests.get(f"{srv.url}/ratings", timeout=30,
+                        headers={"Authorization": f"Bearer {token}"}).json()
+    assert got.json() == want
+    assert requests.get(srv.url + link.group(1), timeout=30).status_code == 401  # no cookie
+    rows = {x["id"]: x for x in want["members"]}
+    assert rows["main-r-g0002"]["unrated"] == 10 and want["rated_matches"] == 70
+    assert want["anchor"] == {"id": "cpu:1", "rating": 1000.0}
 
 
 @pytest.mark.servers
@@ -137,11 +213,14 @@ def test_the_league_page_in_a_browser(league_registry, tmp_path: Path) -> None:
                 assert g["elo"] == f"{r['rating']:.1f}", (g, r)
                 cells = g["cells"]
                 assert cells[2] == r["kind"] and cells[3] == r["role"]
-                assert cells[7] == str(r["games"])
-                assert cells[6].startswith(f"{r['bt_rating']:.0f}")
+                assert cells[7] == str(r["games"]) and cells[9] == str(r["unrated"])
+                assert cells[5].startswith(f"{r['bt_rating']:.0f}" if r["games"] else "– (no games)")
                 if r["bt_lo"] is not None:
-                    assert f"[{r['bt_lo']:.0f}, {r['bt_hi']:.0f}]" in cells[6]
+                    assert f"[{r['bt_lo']:.0f}, {r['bt_hi']:.0f}]" in cells[5]
+                assert ("(few games)" in cells[5]) == (0 < r["games"] < 30)
             assert want["bootstrap"] > 0  # intervals shown (the read cap, not zero)
+            bts = [r["bt_rating"] for r in want["members"]]
+            assert bts == sorted(bts, reverse=True)  # by the headline
 
             active = page.locator("#leaderboard tr.active")
             assert active.count() == 1 and active.get_attribute("data-id") == "main-r-g0001"
@@ -155,9 +234,22 @@ def test_the_league_page_in_a_browser(league_registry, tmp_path: Path) -> None:
             played = {r["id"] for r in want["members"] if r["games"]}
             assert {lines.nth(i).get_attribute("data-member")
                     for i in range(lines.count())} == played
+            # each line starts at its member's first match: cpu:1 and cpu:5 joined at 60
+            starts = {}
             for i in range(lines.count()):
-                lb = lines.nth(i).bounding_box()
-                assert lb is not None and lb["width"] > 50, lines.nth(i).get_attribute("data-member")
+                pts = lines.nth(i).get_attribute("points").split()
+                starts[lines.nth(i).get_attribute("data-member")] = float(pts[0].split(",")[0])
+            assert starts["cpu:1"] == starts["cpu:5"] > starts["cpu:3"] + 300
+            late = lines.filter(has=page.locator("title", has_text="cpu:1:")).bounding_box()
+            assert late is not None and late["x"] > box["x"] + 0.6 * box["width"]
+            # a colour per CPU level, and a legend of exactly what is drawn
+            stroke = {lines.nth(i).get_attribute("data-member"): lines.nth(i).get_attribute("stroke")
+                      for i in range(lines.count())}
+            assert len({stroke["cpu:1"], stroke["cpu:3"], stroke["cpu:5"]}) == 3
+            keys = page.locator("#legend .legend")
+            shown = [keys.nth(i).get_attribute("data-key") for i in range(keys.count())]
+            assert shown == ["main", "main_exploiter", "league_exploiter", "cpu:1", "cpu:3", "cpu:5"]
+            assert "human" not in page.inner_text("#legend")
 
             # lineage: main g0 -> g1 -> g2 nested under each other
             chain = page.locator("#lineage ul.lineage li:has(code:text('main-r-g0000')) "
@@ -172,6 +264,13 @@ def test_the_league_page_in_a_browser(league_registry, tmp_path: Path) -> None:
             data = Path(dl.value.path()).read_bytes()
             assert hashlib.sha256(data).hexdigest() == rec["blob_sha256"]
             assert dl.value.suggested_filename == "main-r-g0002.bpw"
+
+            # the "ratings JSON" link, clicked by the cookie-signed reader: the table
+            with page.expect_response(lambda resp: "ratings.json" in resp.url) as answer:
+                page.click("#ratings-json")
+            assert answer.value.status == 200 and answer.value.json() == want
+            page.go_back()
+            page.wait_for_selector("#leaderboard")
 
             shot = os.environ.get("BRAWLKIT_LEAGUE_SCREENSHOT") or str(tmp_path / "league.png")
             page.screenshot(path=shot, full_page=True)

@@ -7,6 +7,7 @@ rounds and the cloned evaluation beside the random-init one (docs/move_training.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -47,6 +48,38 @@ def test_teacher_approaches_attacks_recovers_and_keeps_to_the_available_moves() 
     # helpless: the up-special is not offered, so the teacher drifts home (as the example does)
     helpless = {**off, "available": ["no_move", "left", "right", "dash_left", "dash_right", "fast_fall"]}
     assert t.label_body(helpless) == "dash_left"
+
+
+def test_the_example_endpoint_answers_as_the_teacher(tmp_path: Path) -> None:
+    """One scripted player (brawlkit/policy_server/scripted.py): the example endpoint, a
+    real subprocess over HTTP, answers each body as the teacher labels it — the random
+    branches too, both seeded alike — and the package runs no file of examples/."""
+    import urllib.request
+
+    from helpers import Listening
+
+    bodies = [{"self": _fighter(x=x, y=y), "opponent": _fighter(x=ox, damage=dmg), "ticks_left": 900}
+              for x, y, ox, dmg in [(-60, 0, 40, 0), (0, 0, -10, 0), (0, 0, 12, 95), (110, -40, 0, 0),
+                                    (-95, -10, 0, 0), (5, 0, 30, 0)] * 4]
+    bodies.append({**bodies[3], "available": ["no_move", "left", "right", "dash_left",
+                                              "dash_right", "fast_fall"]})
+    teacher = ScriptedTeacher(seed=7)
+    srv = Listening([sys.executable, str(ROOT / "examples" / "move_clients" / "random_server.py"),
+                     "--port", "0", "--seed", "7"], tmp_path / "example.log")
+    try:
+        for body in bodies:
+            req = urllib.request.Request(f"{srv.url}/move", data=json.dumps(body).encode(),
+                                         method="POST", headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(req, timeout=10) as r:
+                assert json.loads(r.read())["move"] == teacher.label_body(body), body
+    finally:
+        srv.stop()
+    assert teacher.label_body(bodies[-1]) == "dash_left"  # helpless: drifts home
+    assert {teacher.label_body(bodies[1]) for _ in range(40)} == {"attack_left", "shield"}
+    for path in (ROOT / "brawlkit").rglob("*.py"):
+        code = path.read_text().split('"""', 2)[-1]  # past the module docstring
+        assert not re.search(r'/\s*"examples"|"examples"\s*/|examples/move_clients', code), \
+            f"{path} reaches into examples/, which an installed package does not have"
 
 
 def test_fit_learns_a_labelling_of_prompts() -> None:

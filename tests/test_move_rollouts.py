@@ -135,6 +135,8 @@ def test_llm_adapter_handles_every_kind_of_answer(tmp_path: Path) -> None:
     assert moves[3] in NAMES and got[3]["asks"] == 2  # invalid, re-asked once: valid
     assert moves[4] == "moonwalk" and got[4]["asks"] == 2  # invalid twice: handed on as it was
     assert moves[5] in NAMES and got[5]["asks"] == 2  # malformed, then valid
+    assert "error" in got[5] and "error" not in got[0]  # the failed first call is kept, not dropped
+    assert got[3]["messages"][2] == {"role": "assistant", "content": "moonwalk"}  # the re-ask's messages
     assert moves[6] == "" and got[6]["asks"] == 2 and "error" in got[6]  # missing, then empty
     assert moves[7] == "" and got[7]["asks"] == 1 and "timed out" in got[7]["error"]  # slow: no time left
     assert all(isinstance(g["logprob"], float) for g in got)
@@ -167,11 +169,15 @@ def test_llm_serve_plays_a_full_match_and_is_rated(tmp_path: Path) -> None:
                    "--seed", "4", "--reaction-frames", "6")
     assert m["over"] and m["outcome"] in ("win", "loss", "draw") and m["recorded"], m
     assert m["failed_calls"] == 0 and m["invalid_moves"] > 0  # nothing fatal; bad answers penalised
+    # the model server's 500 and malformed bodies: counted and named, in the match and the summary
+    assert m["model_errors"] >= 2 and res["model_errors"] == m["model_errors"]
+    assert any("500" in k for k in m["errors"]), m["errors"]
     assert res["member"] == "llm-fake" and res["decision_ticks"] == 8
     assert m["delay_ticks"]["min"] >= 7 and m["delay_ticks"]["max"] >= 6 + 15  # a slow answer: 250 ms
     assert set(m["moves"]) <= set(NAMES)
     (rec,) = LeagueDir(league).matches()
     assert rec.a == "llm-fake" and rec.b == "cpu:1" and rec.source == "move"
+    assert rec.seed == 4 and rec.rated  # its seed; the endpoint as it plays: a fixed player
 
 
 # ----------------------------------------------------------------- the trainer, end to end
@@ -218,6 +224,9 @@ def test_policy_train_exports_and_reaches_league_and_registry(tiny_run: dict[str
     n = 1 + 2 + 1  # every finished fight: two evaluations and a batch
     assert summary["sent"]["league"] == n and summary["sent"]["registry"] == n
     assert len(LeagueDir(league).matches()) == n
+    # a policy still learning: its fights are in the log with their seeds, never rated
+    assert all(m.a_policy == "training" and not m.rated and m.seed is not None
+               for m in LeagueDir(league).matches())
     assert sorted(m.to_json().items() for m in tiny_run["stored"]) == \
         sorted(m.to_json().items() for m in LeagueDir(league).matches())  # the same matches in both
     assert "tp-test" in json.dumps(tiny_run["ratings"])  # rated beside the league

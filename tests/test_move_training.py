@@ -153,6 +153,37 @@ def test_ladder_unlocks_at_half_and_draws_by_p_one_minus_p() -> None:
         LadderCurriculum(["a", "a"])
 
 
+def test_writeup_curriculum_recomputes_the_levels_at_every_draw_and_relocks() -> None:
+    from brawlkit.policy_server.trainer import WriteupCurriculum
+
+    c = WriteupCurriculum(k=4, floor=0.05, seed=0)
+    assert {c.sample() for _ in range(30)} == {"cpu:1"} and c.hardest_won() == 0
+    for out in ("win", "win", "loss", "win"):  # 3 of the last 4 won at cpu:1: cpu:2 opens
+        c.record("cpu:1", out)
+    assert c.unlocked == 2 and {c.sample() for _ in range(60)} == {"cpu:1", "cpu:2"}
+    for out in ("win", "loss", "win", "win"):  # cpu:2 won: cpu:3 opens
+        c.record("cpu:2", out)
+    assert c.max_level == 3
+    for _ in range(2):  # cpu:2's recent rate falls to 2 of 4, still won: nothing moves
+        c.record("cpu:2", "loss")
+    assert c.max_level == 3
+    c.record("cpu:2", "loss")  # 1 of 4: cpu:2 is no longer won, cpu:1 still is -> cpu:3 locks again
+    assert c.max_level == 2 and "cpu:3" not in {c.sample() for _ in range(60)}
+    for _ in range(3):
+        c.record("cpu:1", "loss")  # cpu:1 falls too: back to the first level only
+    assert c.max_level == 1 and {c.sample() for _ in range(30)} == {"cpu:1"}
+    # the PPO runs' curriculum, fed the same results, never locks a level again
+    r = CpuCurriculum(k=4, floor=0.05, seed=0)
+    for opp, outs in (("cpu:1", "wwlw"), ("cpu:2", "wlwwlll"), ("cpu:1", "lll")):
+        for o in outs:
+            r.record(opp, {"w": "win", "l": "loss"}[o])
+    assert r.max_level == 3
+    # the state travels with a checkpoint and the levels follow the restored record
+    again = WriteupCurriculum(k=4, seed=1)
+    again.load_state_dict(c.state_dict())
+    assert again.max_level == 1 and again.state_dict()["kind"] == "writeup_curriculum"
+
+
 # ----------------------------------------------------------------- moves offered per state
 def test_available_moves_follow_the_state() -> None:
     assert available_moves(_p()) == NAMES

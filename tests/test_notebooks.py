@@ -53,13 +53,15 @@ def main_league(tmp_path_factory) -> dict:
     """``papermill notebooks/train_role.ipynb -p role main -p generations 1`` twice, from
     the repository root, with the notebook's default league and runs (relative paths
     under the data root: ``BRAWLKIT_DATA_DIR`` points it at a temporary directory so the
-    test leaves the checkout's runs/ alone)."""
+    test leaves the checkout's runs/ alone).  The second run gives no ``config``: the
+    resume keeps the first run's (its action repeat, learning rate, ...)."""
     data = tmp_path_factory.mktemp("data")
     mp = pytest.MonkeyPatch()
     mp.setenv("BRAWLKIT_DATA_DIR", str(data))
     try:
-        runs = [_execute("train_role", data / f"train_role.{i}.ipynb", {"role": "main", **TINY_TRAIN},
-                         ROOT) for i in range(2)]
+        runs = [_execute("train_role", data / f"train_role.{i}.ipynb",
+                         {"role": "main", **TINY_TRAIN, **({"config": {}} if i else {})}, ROOT)
+                for i in range(2)]
     finally:
         mp.undo()
     return {"data": data, "league": data / "runs" / "league", "notebooks": runs}
@@ -88,7 +90,10 @@ def test_train_role_main_registers_in_the_default_league_and_continues(main_leag
         "matches"] == 2
     texts = [_outputs_text(nb) for nb in main_league["notebooks"]]
     assert all(f"starting from the clone {clone}" in t for t in texts)
+    # the second run resumed with the first one's settings, none given again
     assert meta["config"]["action_repeat"] == 8 and meta["config"]["learning_rate"] == 1e-4
+    assert meta["config"]["n_steps"] == 256 and meta["config"]["batch_size"] == 128
+    assert "the run's settings, none changed" in _outputs_text(main_league["notebooks"][1])
     for nb in main_league["notebooks"]:
         # four run plots (reward tiers are one figure) and the league's (draws, ratings)
         assert _images(nb) >= 5, "expected the four training plots and the league's"
@@ -416,7 +421,8 @@ def test_default_paths_resolve_from_the_repository_root(tmp_path, monkeypatch):
 
 def test_pyproject_declares_what_requirements_pin():
     """``pip install .`` gets the same pins as ``make build``: every requirement is a core
-    dependency or in an extra of pyproject.toml, at the same version, torch included."""
+    dependency or in an extra of pyproject.toml, at the same version, torch included; the
+    ``llm`` extra is exactly requirements-llm.txt (what ``make test`` adds)."""
     import re
     import tomllib
 
@@ -424,8 +430,11 @@ def test_pyproject_declares_what_requirements_pin():
     declared = list(project["dependencies"])
     for extra in project["optional-dependencies"].values():
         declared += extra
-    pins = [ln.split("#")[0].strip() for ln in (ROOT / "requirements.txt").read_text().splitlines()]
-    pins = [p for p in pins if p]
+    def read(name: str) -> list[str]:
+        return [p for p in (ln.split("#")[0].strip() for ln in (ROOT / name).read_text().splitlines()) if p]
+
+    pins = read("requirements.txt") + read("requirements-llm.txt")
+    assert sorted(project["optional-dependencies"]["llm"]) == sorted(read("requirements-llm.txt"))
     norm = lambda s: re.sub(r"\[.*?\]", "", s).lower().replace("_", "-")  # noqa: E731
     assert sorted(set(map(norm, declared))) == sorted(map(norm, pins))  # extras may share pins
     assert "torch==2.13.0" in project["dependencies"]

@@ -338,7 +338,9 @@ def test_elo_command_json_and_table_with_a_stand_in_pool(monkeypatch, tmp_path, 
     assert res["matches"] == 25 and res["k"] == 32 and res["initial"] == 1200
     rows = res["members"]
     assert {r["id"] for r in rows} == {*permanent_ids(), "main-g1", "main-g2"}
-    assert [r["rating"] for r in rows] == sorted((r["rating"] for r in rows), reverse=True)
+    # the headline first: by Bradley-Terry; cpu:1 never played, so the scale is the mean
+    assert [r["bt_rating"] for r in rows] == sorted((r["bt_rating"] for r in rows), reverse=True)
+    assert res["anchor"] is None and res["rated_matches"] == 25
     assert sum(r["rating"] for r in rows) == pytest.approx(1200 * len(rows), abs=0.01)
     keys = {"id", "role", "generation", "rating", "games", "wins", "draws", "losses",
             "win_rate", "bt_rating", "bt_lo", "bt_hi"}
@@ -356,19 +358,21 @@ def test_elo_command_json_and_table_with_a_stand_in_pool(monkeypatch, tmp_path, 
     assert g2["win_rate"] == pytest.approx(0.7)
     assert by["cpu:8"]["games"] == 0 and by["cpu:8"]["win_rate"] is None
     assert by["cpu:8"]["rating"] == 1200
-    assert rows[0]["id"] == "main-g2"
+    assert by["cpu:8"]["few_games"] and by["main-g2"]["few_games"]  # 20 games: provisional
+    assert rows[0]["id"] == "cpu:5"  # 5-0 against the baseline: the highest BT
 
     assert elo_cli.main(["--league-dir", str(tmp_path), "--bootstrap", "0", "--k", "16"]) == 0
     out = capsys.readouterr().out
-    assert "25 matches, Elo K 16" in out and "main-g2" in out and "cpu:8" in out
+    assert "25 matches, 25 rated" in out and "Elo K 16" in out and "cpu:8" in out
     table = out.splitlines()
-    assert table[1].split()[:5] == ["member", "kind", "role", "gen", "elo"]
-    assert table[3].split()[0] == "main-g2"  # highest Elo first
+    assert table[1].split()[:5] == ["member", "kind", "role", "gen", "bt"]
+    assert table[3].split()[0] == "cpu:5"  # highest Bradley-Terry first
+    assert "(few games)" in out and "(no games)" in out
 
 
 def test_elo_command_missing_directory_and_help() -> None:
     r = brawlkit("elo", "--league-dir", "/nonexistent/league", "--json")
-    assert r.returncode == 2 and "league directory /nonexistent/league not found" in r.stderr
+    assert r.returncode == 2 and "no league directory at /nonexistent/league" in r.stderr
     r = brawlkit("elo", "--help")
     assert r.returncode == 0 and "restart" in r.stdout and "--bootstrap" in r.stdout
 

@@ -94,6 +94,13 @@ def test_two_locations_share_a_league_through_the_registry(registry, tmp_path: P
     assert "pulled 2 member(s)" in out.stdout, out.stdout
     pool_a = LeagueDir(a / "league", create=False)
     assert set(exploiters) <= {m.id for m in pool_a.members()}
+    # pulled through the one match writer as they were played: B's training episodes
+    # (never rated) and its evaluations (each with its seed), the same records as B's
+    theirs = [r for r in pool_a.matches() if r.a in exploiters]
+    assert {(r.source, r.a_policy) for r in theirs} >= {("train:main_exploiter", "training"),
+                                                        ("eval", "fixed"), ("eval", "sampled")}
+    assert all(r.seed is not None for r in theirs if r.source == "eval")
+    assert set(theirs) == {r for r in pool_b.matches() if r.a in exploiters}
     local = {r["id"]: r for r in league_table(pool_a.members(), pool_a.matches(),
                                                bootstrap=0)["members"]}
     remote = {r["id"]: r for r in json.loads(

@@ -15,7 +15,14 @@ from helpers import last_json, run_cli
 
 from brawlkit.env.vecenv import BrawlpitVecEnv
 from brawlkit.training.cli import build_parser
-from brawlkit.training.config import QUICK_START, TrainConfig, config_fields, config_from_args
+from brawlkit.training.config import (
+    QUICK_START,
+    TrainConfig,
+    config_fields,
+    config_from_args,
+    parse_config_args,
+    resumed_config,
+)
 
 #: a non-default value for every TrainConfig field: tiny, and each one different from
 #: its default, so a test run proves the flag reaches the run and its metadata
@@ -24,7 +31,8 @@ NON_DEFAULT = {
     "seed": 3, "vec": "subproc", "action_repeat": 3, "input_layout": 1, "reward": "outcome:win=2",
     "ray": "local", "ray_workers": 1,  # the run's envs in a Ray env worker (docs/distributed.md)
     "max_episode_steps": 50, "learning_rate": 1e-4, "n_steps": 64, "batch_size": 32,
-    "n_epochs": 1, "gamma": 0.98, "gae_lambda": 0.9, "clip_range": 0.3, "ent_coef": 0.01,
+    "pipeline": False, "n_epochs": 1, "gamma": 0.98, "gae_lambda": 0.9, "clip_range": 0.3,
+    "ent_coef": 0.01,
     "hidden": (32, 16), "log_std_init": -1.0, "curriculum_k": 5, "curriculum_floor": 0.1,
     # a checkpoint of this config's shape replaces the placeholder where a run needs the file
     "init_from": "init.zip", "kl_coef": 0.5, "kl_decay": "exponential", "kl_decay_steps": 1000,
@@ -32,6 +40,7 @@ NON_DEFAULT = {
     "main_pfsp_window": 3, "main_exploiter_share": 0.2, "main_struggle": 0.25,
     "main_selfplay_floor": 0.35, "exploiter_threshold": 0.1, "exploiter_reset_every": 3,
     "league_exploiter_reset_p": 0.5, "league_exploiter_fixed_share": 0.2, "payoff_decay": 1.0,
+    "opponent": "cpu:2",  # one fixed opponent instead of the curriculum (a spec Ray can ship)
     "eval_levels": (2,),
     "eval_episodes": 1,
 }
@@ -65,6 +74,60 @@ def test_bad_settings_are_refused_with_their_name():
         TrainConfig.from_dict({"eval_levels": "1,9"})
     r = run_cli("train", "--n-envs", "0")
     assert r.returncode == 2 and "n_envs must be >= 1" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_resume_keeps_the_runs_settings_but_for_what_is_given():
+    """The run's ``config`` (what ``make train`` trained with) wins over this call's
+    defaults; a flag given now wins over the run's, and is listed; the generation count
+    and the machine's resources are always the call's; the network cannot change."""
+    run = TrainConfig(steps_per_generation=50_000, kl_coef=0.1, init_from="clone.zip",
+                      n_envs=4, generations=2, seed=5).to_dict()
+    run["an_old_setting"] = 1  # a field TrainConfig no longer has
+    here = TrainConfig(generations=1)  # a notebook's defaults but for generations
+    cfg, changes = resumed_config(here, run, frozenset({"generations"}))
+    assert (cfg.steps_per_generation, cfg.kl_coef, cfg.init_from, cfg.seed) == (
+        50_000, 0.1, "clone.zip", 5)
+    assert (cfg.generations, cfg.n_envs) == (1, 2), "how much to train and on what: the call's"
+    assert changes == ["an_old_setting (no longer a setting: ignored)"]
+    del run["an_old_setting"]
+    cfg, changes = resumed_config(TrainConfig(ent_coef=0.01), run,
+                                  frozenset({"ent_coef", "steps_per_generation"}))
+    assert cfg.ent_coef == 0.01 and cfg.steps_per_generation == 100_000 and cfg.kl_coef == 0.1
+    assert changes == ["steps_per_generation 50000 -> 100000", "ent_coef 0.003 -> 0.01"]
+    # chosen unknown (the Python API): the fields that differ from the defaults count
+    cfg, changes = resumed_config(TrainConfig(ent_coef=0.01), run, None)
+    assert cfg.ent_coef == 0.01 and cfg.steps_per_generation == 50_000
+    assert changes == ["ent_coef 0.003 -> 0.01"]
+    with pytest.raises(ValueError, match=r"--hidden 32,32: a resumed run keeps its hidden \(64,64\)"):
+        resumed_config(TrainConfig(hidden=(32, 32)), run, frozenset({"hidden"}))
+
+
+def test_a_resume_whose_kl_reference_is_gone_says_what_to_pass(tmp_path):
+    """A run resumed with its KL term toward a clone this machine lacks (a registry
+    resume on a fresh runtime): one line naming the flags, before any server starts;
+    the flag given now is what the resume uses."""
+    run = tmp_path / "runs" / "main" / "r"
+    run.mkdir(parents=True)
+    (run / "gen_0000.zip").write_bytes(b"never read: refused before the model loads")
+    config = TrainConfig(kl_coef=0.1, init_from=str(tmp_path / "gone.zip")).to_dict()
+    (run / "gen_0000.json").write_text(json.dumps({"generation": 0, "config": config}))
+    r = run_cli("train", "--resume", "--run-dir", str(run), "--no-progress", timeout=120)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert r.stderr.strip().splitlines() == [
+        f"train: the resumed run's KL term (kl_coef 0.1) pulls toward its --init-from "
+        f"{tmp_path / 'gone.zip'}, which is not on this machine: pass --init-from CKPT (that "
+        "checkpoint) or --kl-coef 0"]
+
+
+def test_train_knows_which_flags_were_given():
+    """Given at its default's value still counts (``--steps-per-generation 100000`` on a
+    resume restores the default over the run's 50,000)."""
+    args, chosen = parse_config_args(build_parser(), ["--steps-per-generation", "100000",
+                                                      "--lr", "0.001", "--resume"])
+    assert chosen == {"steps_per_generation", "learning_rate"}
+    assert args.steps_per_generation == 100_000 and args.learning_rate == 0.001
+    assert args.kl_coef == TrainConfig().kl_coef and args.resume
+    assert config_from_args(args) == TrainConfig(learning_rate=0.001)
 
 
 def test_notebook_parameters_are_config_fields():
@@ -188,11 +251,17 @@ def test_tiny_train_resume_and_eval_cli(tmp_path):
         assert key in df.columns, key
     assert list(run.glob("events.out.tfevents.*")), "no TensorBoard log"
 
-    # --resume continues from the newest checkpoint
-    r = run_cli("train", "--generations", "1", "--resume", *common)
+    # --resume continues from the newest checkpoint, with the run's settings: only the
+    # flag given now changes one (and the model trains with it), and the run says so
+    r = run_cli("train", "--generations", "1", "--resume", "--run-dir", str(run),
+                "--ent-coef", "0.01", "--no-progress", "--json")
     assert r.returncode == 0, r.stderr
     meta1 = json.loads((run / "gen_0001.json").read_text())
     assert meta1["parent"] == "gen_0000.zip" and meta1["steps"] > meta["steps"]
+    assert meta1["config"] == {**meta["config"], "ent_coef": 0.01}
+    assert json.loads(zipfile.ZipFile(run / "gen_0001.zip").read("data"))["ent_coef"] == 0.01
+    assert (f"resume {run} after generation 0: the run's settings, changed by this call: "
+            "ent_coef 0.003 -> 0.01") in r.stderr
     assert (run / "progress_until_gen_0000.csv").is_file()
 
     # eval CLI: JSON on the last line

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from brawlkit.env import BrawlpitEnv
-from brawlkit.env.dummy import ZeroCostEnv
+from brawlkit.env.dummy import ZeroCostVecEnv
 from brawlkit.env.rewards import make_reward
 from brawlkit.env.vecenv import BrawlpitVecEnv
 from brawlkit.training.checkpoints import list_checkpoints
@@ -146,10 +146,10 @@ def lane_alone(cfg: TrainConfig, steps: int) -> dict[str, Any]:
 
 def zero_cost(cfg: TrainConfig, kl_coef: float, steps: int, work: Path) -> dict[str, Any]:
     """The same PPO (network, rollout, minibatch, epochs, KL toward an init) on the
-    zero-cost env through the same vec env: the loop's ceiling; and the update alone."""
+    zero-cost vec env (every env in one numpy step): the loop's ceiling; and the update
+    alone."""
     zcfg = with_init(cfg, kl_coef, work / "zero_init.zip")
-    venv = BrawlpitVecEnv([lambda: ZeroCostEnv(input_layout=cfg.input_layout)
-                           for _ in range(cfg.n_envs)])
+    venv = ZeroCostVecEnv(cfg.n_envs, input_layout=cfg.input_layout)
     try:
         model = build_model(zcfg, venv)
         model.learn(zcfg.ppo_n_steps() * zcfg.n_envs)  # warm-up: the first rollout and update

@@ -24,7 +24,6 @@ this machine's).  Every loop is bounded in time and count and stops by itself.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import io
 import json
@@ -45,6 +44,7 @@ from typing import Any
 import numpy as np
 import requests
 
+from brawlkit.common.cli_args import command_parser
 from brawlkit.common.procs import end_process
 from brawlkit.export.bpw import Layer, PolicyMeta, pack_bpw
 from brawlkit.registry.auth import hash_secret, new_secret
@@ -284,9 +284,9 @@ def _print(res: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        prog="python -m brawlkit bench registry",
-        description="A real `registry serve` under a league's load (three training locations, "
+    ap = command_parser(
+        "bench registry",
+        "A real `registry serve` under a league's load (three training locations, "
         "fifty readers, a bot pool), or the cost of GET /ratings on many matches.")
     ap.add_argument("--mode", choices=("load", "ratings"), default="load")
     ap.add_argument("--db", default=None, help="database URL (default: SQLite in a temp dir); "

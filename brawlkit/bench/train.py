@@ -36,7 +36,7 @@ from brawlkit.common.threads import limit_threads
 from brawlkit.distributed.cluster import RayConnection
 from brawlkit.distributed.ray_vecenv import RayVecEnv
 from brawlkit.env import BrawlpitEnv
-from brawlkit.env.dummy import ZeroCostEnv
+from brawlkit.env.dummy import ZeroCostVecEnv
 from brawlkit.env.rewards import make_reward
 from brawlkit.env.vecenv import make_vec_env
 from brawlkit.training.config import TrainConfig
@@ -56,8 +56,8 @@ def _make_venv(kind: str, n_envs: int, vec: str, ray: str | None = None,
 
         return VecMonitor(RayVecEnv(n_envs, ray_workers, env_kwargs={"opponent": "cpu:3"},
                                     reward="tiered", address=ray)), None
-    if kind == "dummy":
-        fns = [ZeroCostEnv for _ in range(n_envs)]
+    if kind == "dummy":  # every env in one numpy step: no per-env Python in the ceiling
+        return VecMonitor(ZeroCostVecEnv(n_envs)), None
     elif vec == "inproc":
         # as training builds them: arenas of a shared server group (a process per
         # core the trainer leaves free, each busy-polling)

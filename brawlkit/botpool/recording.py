@@ -1,7 +1,9 @@
 """Where a finished match goes, and what a failed one counts as.
 
 A result (:meth:`Recorder.result`) becomes ONE :class:`MatchRecord` (source
-``botpool``): appended to the league's match log, queued for the registry
+``botpool``), made by the league's one match writer
+(:class:`~brawlkit.league.sink.MatchSink`: its time rule, both sides ``fixed`` — a
+bot plays its frozen ``.bpw`` as ``brawlpit_bot`` does): appended to the league's match log, queued for the registry
 (:class:`~brawlkit.botpool.poster.Poster`), counted in this run's W/D/L and handed to
 the roster's live Elo.  Its replay, when ``--replays`` is on, is expected in the
 directory its server records into (:meth:`Recorder.record_dir`) and kept if the match
@@ -29,8 +31,9 @@ from brawlkit.botpool.options import Options
 from brawlkit.botpool.poster import Poster
 from brawlkit.botpool.procs import Result
 from brawlkit.botpool.replays import ReplayKeeper
-from brawlkit.league.directory import LeagueDir, MatchWriter
+from brawlkit.league.directory import LeagueDir
 from brawlkit.league.records import MatchRecord
+from brawlkit.league.sink import MatchSink
 from brawlkit.wire.constants import C
 
 SOURCE = "botpool"
@@ -68,7 +71,7 @@ class Recorder:
         ``brawlpit_server`` has ``--record`` (without it no replay is kept)."""
         self.say = say
         self._rate = rate
-        self.writer: MatchWriter | None = league.writer(SOURCE) if league is not None else None
+        self.sink = MatchSink(league, SOURCE)
         self.poster: Poster | None = Poster(client, messages) if client is not None else None
         self.keeper: ReplayKeeper | None = None
         if opts.replays is not None:
@@ -83,7 +86,6 @@ class Recorder:
         self.voids = 0
         self.void_reasons: Counter[str] = Counter()
         self.wdl: dict[str, list[int]] = {}
-        self._last_time = 0.0
 
     def record_dir(self, kind: str, gen: int) -> Path | None:
         """Where the ``gen``-th incarnation of the ``kind`` server records its replays
@@ -98,10 +100,8 @@ class Recorder:
     def result(self, a: str, b: str, result: str, ticks: int, ticket: str | None = None,
                *, human: bool = False) -> MatchRecord:
         """Record one finished match (``result`` from a's side); returns its record."""
-        rec = MatchRecord(time=self._now(), a=a, b=b, result=result, ticks=ticks,
-                          source=SOURCE)
-        if self.writer is not None:
-            self.writer.write(rec)
+        rec = self.sink.record(a, b, result, ticks)
+        self.sink.write([rec])
         if self.poster is not None:
             self.poster.put(rec, ticket)
         self._tally(rec)
@@ -133,13 +133,6 @@ class Recorder:
             row = self.wdl.setdefault(side, [0, 0, 0])
             row[{"win": 0, "draw": 1, "loss": 2}[res]] += 1
 
-    def _now(self) -> float:
-        """Match time: epoch seconds, strictly increasing in this process (a match is its
-        content; two matches of one pair finishing in one tick must stay two)."""
-        t = max(time.time(), self._last_time + 1e-6)
-        self._last_time = t
-        return t
-
     # ------------------------------------------------------------------ upkeep
     def poll_replays(self) -> None:
         """Let the keeper claim the replays that appeared (and delete strays)."""
@@ -150,8 +143,7 @@ class Recorder:
     def close(self) -> list[tuple[MatchRecord, str | None]]:
         """Close the log, stop the poster (it tries once more), settle the replays;
         returns what could not be posted (record, ticket)."""
-        if self.writer is not None:
-            self.writer.close()
+        self.sink.close()
         unposted: list[tuple[MatchRecord, str | None]] = []
         if self.poster is not None:
             unposted = self.poster.close()

@@ -12,6 +12,7 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from stable_baselines3.common.vec_env import VecEnv
 
 from brawlkit.env.actions import ACT_DIM
 from brawlkit.env.observation import INPUT_LAYOUT, OBS_BOUND, check_input_layout
@@ -67,3 +68,56 @@ class ZeroCostEnv(gym.Env[np.ndarray, np.ndarray]):
     def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         self.step_send(action)
         return self.step_recv()
+
+
+class ZeroCostVecEnv(VecEnv):
+    """``n_envs`` zero-cost envs stepped as one: constant observations, zero rewards, every
+    env's episode ending after ``episode_steps`` (staggered, as real envs' matches end
+    apart), each vector step a few numpy operations.  ``bench train``'s ceiling: SB3 PPO
+    with an environment that costs nothing at any width (per-env Python — what the
+    ``ZeroCostEnv`` list pays — would make the ceiling itself slow)."""
+
+    def __init__(self, n_envs: int, episode_steps: int = EPISODE_STEPS,
+                 input_layout: int = INPUT_LAYOUT) -> None:
+        dim = check_input_layout(input_layout)
+        super().__init__(n_envs, gym.spaces.Box(-OBS_BOUND, OBS_BOUND, (dim,), np.float32),
+                         gym.spaces.Box(-1.0, 1.0, (ACT_DIM,), np.float32))
+        self.episode_steps = episode_steps
+        self._obs = np.zeros((n_envs, dim), np.float32)
+        self._t = (np.arange(n_envs) * episode_steps) // max(n_envs, 1)  # staggered ends
+
+    def reset(self) -> np.ndarray:
+        return self._obs.copy()
+
+    def step_async(self, actions: np.ndarray) -> None:
+        pass
+
+    def step_wait(self) -> Any:
+        self._t += 1
+        done = self._t >= self.episode_steps
+        infos: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
+        for i in np.flatnonzero(done).tolist():
+            infos[i] = {"opponent": "dummy", "outcome": "draw", "episode_tiers": {},
+                        "terminal_observation": self._obs[i].copy(), "TimeLimit.truncated": False}
+        self._t[done] = 0
+        return self._obs.copy(), np.zeros(self.num_envs, np.float32), done, infos
+
+    def close(self) -> None:
+        pass
+
+    def get_attr(self, attr_name: str, indices: Any = None) -> list[Any]:
+        return [getattr(self, attr_name)] * len(self._indices(indices))
+
+    def set_attr(self, attr_name: str, value: Any, indices: Any = None) -> None:
+        setattr(self, attr_name, value)
+
+    def env_method(self, method_name: str, *args: Any, indices: Any = None, **kwargs: Any) -> list[Any]:
+        return [None] * len(self._indices(indices))
+
+    def env_is_wrapped(self, wrapper_class: Any, indices: Any = None) -> list[bool]:
+        return [False] * len(self._indices(indices))
+
+    def _indices(self, indices: Any) -> list[int]:
+        if indices is None:
+            return list(range(self.num_envs))
+        return [indices] if isinstance(indices, int) else list(indices)

@@ -299,20 +299,16 @@ class FastLane:
 
     def _to_c(self, i: int, env: BrawlpitEnv) -> None:
         """Env ``i``'s reward state and step count into the lane (batched steps own them)."""
-        if self.rewarded[i]:
+        if self.rewarded[i] and isinstance(env.reward_fn, TieredReward):
             st = self.clients[2 * i].rstate
-            r = env.reward_fn
-            st.life_start = getattr(r, "_life_start", 0)
-            st.intervals_paid = getattr(r, "_intervals_paid", 0)
-            st.last_engage = getattr(r, "_last_engage", 0)
+            st.life_start, st.intervals_paid, st.last_engage = env.reward_fn.state()
         self.env_steps[i] = env._steps
 
     def _to_python(self, i: int, env: BrawlpitEnv) -> None:
         """Env ``i``'s reward state, step count and current snapshot back to the env."""
         if self.rewarded[i] and isinstance(env.reward_fn, TieredReward):
-            st, r = self.clients[2 * i].rstate, env.reward_fn
-            r._life_start, r._intervals_paid, r._last_engage = (st.life_start, st.intervals_paid,
-                                                                st.last_engage)
+            st = self.clients[2 * i].rstate
+            env.reward_fn.set_state(st.life_start, st.intervals_paid, st.last_engage)
         env._steps = int(self.env_steps[i])
         env._snap = P.snapshot_from_checked(self._answer(i))
         env._last_contact = time.monotonic()
@@ -367,46 +363,59 @@ class FastLane:
         re-sent its command (``resends``) for up to :data:`BATCH_PATIENCE_S`, then
         finished by its own Python loop (``fallbacks``: it raises with the server's
         log when the server is gone)."""
+        self.send_rows(envs, actions, 0, self.n_envs)
+        return self.wait_rows(envs, actions, 0, self.n_envs)
+
+    def send_rows(self, envs: list[Any], actions: np.ndarray, lo: int, hi: int) -> None:
+        """The first half of a batched step for envs ``lo..hi`` (``actions`` their rows):
+        their opponents act and every command goes out.  The caller may work (a forward
+        pass for other envs) while the server steps them, then :meth:`wait_rows`."""
         self._mode(envs, True)
-        n = self.n_envs
         acts = self.actions
-        acts[0::2] = actions
-        live = [i for i in range(n) if not self.parked[i]]
+        acts[2 * lo:2 * hi:2] = actions
+        live = [i for i in range(lo, hi) if not self.parked[i]]
         self._opponent_actions(envs, live)
         for i in live:
             self._stepped[i] = True
-        lib, base, rows = self._lib, self._base, self._rows.ctypes.data
-        lib.bpv_send(base, 2 * n, acts.ctypes.data, self.action_repeat)
+        self._lib.bpv_send(self._base + 2 * lo * self._size, 2 * (hi - lo),
+                           acts[2 * lo:].ctypes.data, self.action_repeat)
         self.steps += 1
         self.batched_steps += 1
+
+    def wait_rows(self, envs: list[Any], actions: np.ndarray, lo: int, hi: int
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The second half of a batched step of envs ``lo..hi``: every answer in, the
+        ``(inputs, rewards, tiers, terminated, truncated)`` of those envs."""
+        lib, rows = self._lib, self._rows.ctypes.data
+        base, count = self._base + 2 * lo * self._size, 2 * (hi - lo)
         rw = ctypes.addressof(self.weights)  # type: ignore[arg-type]
-        layout, inputs, spin = self.input_layout, self.inputs.ctypes.data, self.spin_us
-        status = self.view["status"]
+        layout, spin = self.input_layout, self.spin_us
+        inputs = self.inputs[2 * lo:].ctypes.data
         t0 = None
         while True:
-            k = lib.bpv_ready(base, 2 * n, layout, inputs, spin, BUDGET_US, rows, rw)
+            k = lib.bpv_ready(base, count, layout, inputs, spin, BUDGET_US, rows, rw)
             if k == -1:
                 break  # none pending: every answer is in
             if k == -2:  # nothing for a whole budget: re-send, or give up on those envs
                 t0 = t0 if t0 is not None else time.monotonic() - BUDGET_US * 1e-6
                 if time.monotonic() - t0 > BATCH_PATIENCE_S:
                     break
-                self.resends += lib.bpv_resend(base, 2 * n)
-        if (status == BPV_PENDING).any():
-            self._batch_fallbacks(envs, actions)
-        self.env_steps += 1
-        mine = self.view[0::2]
+                self.resends += lib.bpv_resend(base, count)
+        if (self.view["status"][2 * lo:2 * hi] == BPV_PENDING).any():
+            self._batch_fallbacks(envs, actions, lo, hi)
+        self.env_steps[lo:hi] += 1
+        mine = self.view[2 * lo:2 * hi:2]
         terminated = mine["phase"] == _OVER
-        truncated = ~terminated & (self.env_steps >= self.max_steps)
-        return self.inputs[0::2], mine["reward"], mine["tiers"], terminated, truncated
+        truncated = ~terminated & (self.env_steps[lo:hi] >= self.max_steps[lo:hi])
+        return self.inputs[2 * lo:2 * hi:2], mine["reward"], mine["tiers"], terminated, truncated
 
-    def _batch_fallbacks(self, envs: list[Any], actions: np.ndarray) -> None:
+    def _batch_fallbacks(self, envs: list[Any], actions: np.ndarray, lo: int, hi: int) -> None:
         """Envs a batched step could not finish.  Only the opponent client's answer
         missing: the env's own answer says where the match is, so the opponent's view is
         built from it.  The env's own answer missing: its state is put back as it was
         before the step and its own loop finishes the step (re-sending, checking the
         server, its Python reward computing the step); then it re-enters the lane."""
-        for i in range(self.n_envs):
+        for i in range(lo, hi):
             me, op = self.clients[2 * i], self.clients[2 * i + 1]
             if me.status == BPV_DONE:
                 if op.status == BPV_PENDING:
@@ -419,8 +428,8 @@ class FastLane:
             if me.status != BPV_PENDING:
                 continue
             env = envs[i]
-            self._restore(i, env)
-            obs, reward, _, _, info = self._fallback(i, env, actions[i])
+            self._to_python(i, env)  # the lane's snapshot and reward state: the step's start
+            obs, reward, _, _, info = self._fallback(i, env, actions[i - lo])
             self.admit(i, env)  # (refused when the match just ended: it resets next)
             cur = env._snap
             assert cur is not None
@@ -430,17 +439,7 @@ class FastLane:
             for k, name in enumerate(self.tier_names):
                 me.tiers[k] = info.get(f"reward/{name}", 0.0)
             me.status = BPV_DONE
-            self.env_steps[i] = env._steps - 1  # step_batch counts this step for every env
-
-    def _restore(self, i: int, env: BrawlpitEnv) -> None:
-        """Env ``i``'s state as it was before this step (its own answer never came, so
-        the lane's snapshot and reward state are still the step's start)."""
-        if self.rewarded[i] and isinstance(env.reward_fn, TieredReward):
-            st, r = self.clients[2 * i].rstate, env.reward_fn
-            r._life_start, r._intervals_paid, r._last_engage = (st.life_start, st.intervals_paid,
-                                                                st.last_engage)
-        env._steps = int(self.env_steps[i])
-        env._snap = P.snapshot_from_checked(self._answer(i))
+            self.env_steps[i] = env._steps - 1  # wait_rows counts this step for every env
 
     def episode_info(self, i: int, env: BrawlpitEnv, elapsed: int) -> dict[str, Any]:
         """The full info of env ``i``'s last step (its episode ended), its state handed

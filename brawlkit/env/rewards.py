@@ -275,6 +275,16 @@ class TieredReward:
         self._intervals_paid = 0
         self._last_engage = t
 
+    def state(self) -> tuple[int, int, int]:
+        """(life start, intervals paid, last engagement): what the reward remembers between
+        steps — handed to its C twin while the fast lane steps the env, and back."""
+        return self._life_start, self._intervals_paid, self._last_engage
+
+    def set_state(self, life_start: int, intervals_paid: int, last_engage: int) -> None:
+        self._life_start, self._intervals_paid, self._last_engage = (int(life_start),
+                                                                     int(intervals_paid),
+                                                                     int(last_engage))
+
     def __call__(
         self, prev: Snapshot, cur: Snapshot, slot: int, ticks_elapsed: int, action: np.ndarray
     ) -> tuple[float, dict[str, float]]:

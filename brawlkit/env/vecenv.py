@@ -32,6 +32,7 @@ import numpy as np
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
 from stable_baselines3.common.vec_env.base_vec_env import VecEnvStepReturn
 
+from brawlkit.env.actions import ACT_DIM
 from brawlkit.env.brawlpit import BrawlpitEnv
 from brawlkit.env.fastlane import FastLane
 from brawlkit.env.vec_kinds import DEFAULT_VEC, VEC_KINDS
@@ -57,6 +58,8 @@ class BrawlpitVecEnv(DummyVecEnv):
         #: each env's reward tiers summed over the steps of its current episode that the
         #: batched path ran (the env sums the others itself: ``episode_tiers``)
         self._ep_tiers = np.zeros((self.num_envs, 5), np.float64)
+        self._ticks = np.zeros(self.num_envs, np.int64)  # each env's tick when its step was sent
+        self._sent = np.zeros((self.num_envs, ACT_DIM), np.float32)  # ... and the action sent
 
     def _make_lane(self) -> Any:
         """A :class:`~brawlkit.env.fastlane.FastLane` for the BRAWLPIT envs (the first one's
@@ -72,43 +75,39 @@ class BrawlpitVecEnv(DummyVecEnv):
         """Every env's ``(obs, reward, terminated, truncated, info)`` for ``acts``, no
         auto-reset: every command goes out before any snapshot is read — the lane's
         envs in one C call, the others through ``step_send`` / ``step_recv``."""
+        return self._step_results(0, self.num_envs, acts)
+
+    def _step_results(self, lo: int, hi: int, acts: np.ndarray) -> list[Any]:
+        """:meth:`step_all` for envs ``lo..hi`` (``acts``: their rows)."""
         envs, lane, split = self.envs, self.lane, self._split
-        results: list[Any] = [None] * self.num_envs
+        results: list[Any] = [None] * (hi - lo)
         in_lane: list[int] = []
         python: list[int] = []
-        for i, env in enumerate(envs):
+        for i in range(lo, hi):
+            env = envs[i]
             if not split[i]:
-                results[i] = env.step(acts[i])
+                results[i - lo] = env.step(acts[i - lo])
             elif lane is not None and lane.admit(i, env):
                 in_lane.append(i)
             else:
-                env.step_send(acts[i])  # type: ignore[attr-defined]
+                env.step_send(acts[i - lo])  # type: ignore[attr-defined]
                 python.append(i)
         if in_lane:
             assert lane is not None
-            for i, result in lane.step(envs, in_lane, acts):
-                results[i] = result
+            full = acts if (lo, hi) == (0, self.num_envs) else np.zeros((self.num_envs, acts.shape[1]),
+                                                                       np.float32)
+            if full is not acts:
+                full[lo:hi] = acts
+            for i, result in lane.step(envs, in_lane, full):
+                results[i - lo] = result
         for i in python:
-            results[i] = envs[i].step_recv()  # type: ignore[attr-defined]
+            results[i - lo] = envs[i].step_recv()  # type: ignore[attr-defined]
         return results
 
     def step_wait(self) -> VecEnvStepReturn:
         if self._batchable():
             return self._step_batched()
-        results = self.step_all(self.actions)
-        obs_buf = self.buf_obs[None]  # type: ignore[index]
-        for i, (obs, rew, terminated, truncated, info) in enumerate(results):
-            self.buf_rews[i] = rew
-            done = bool(terminated or truncated)
-            self.buf_dones[i] = done
-            info["TimeLimit.truncated"] = bool(truncated and not terminated)
-            if done:
-                self._add_batched_tiers(i, info)
-                info["terminal_observation"] = obs
-                obs, self.reset_infos[i] = self._reset_one(i)
-            obs_buf[i] = obs
-            self.buf_infos[i] = info
-        return obs_buf.copy(), self.buf_rews.copy(), self.buf_dones.copy(), list(self.buf_infos)
+        return self.step_rows(0, self.num_envs, self.actions)
 
     def _batchable(self) -> bool:
         """Whether this step can be the lane's batched step: every env a BRAWLPIT env in
@@ -137,26 +136,79 @@ class BrawlpitVecEnv(DummyVecEnv):
         inputs, rewards and episode ends of every arena as arrays from the lane; the
         per-step infos are empty dicts, and an ended episode's info is the env's full
         one plus ``episode_tiers`` (each reward tier summed over the episode)."""
+        self.send_rows(0, self.num_envs, self.actions)
+        return self.recv_rows(0, self.num_envs)
+
+    def rows_batchable(self, lo: int, hi: int) -> bool:
+        """Whether envs ``lo..hi`` can take a batched step now (each in the lane, with the
+        lane's C reward), admitting those that left it (a reset) — for a caller that
+        steps the envs in parts (training/rollout.py)."""
+        lane = self.lane
+        if lane is None or not self._all_brawlpit:
+            return False
+        for i in range(lo, hi):
+            if not lane.admit(i, self.envs[i]) or not lane.rewarded[i]:
+                return False
+        return True
+
+    def send_rows(self, lo: int, hi: int, actions: np.ndarray) -> None:
+        """Send the commands of envs ``lo..hi`` (``actions``: their rows) in one lane call;
+        :meth:`recv_rows` collects the answers (work may happen in between)."""
         lane = self.lane
         assert lane is not None
-        ticks = lane.view["tick"][0::2].copy()
-        inputs, rewards, tiers, terminated, truncated = lane.step_batch(self.envs, self.actions)
+        self._ticks[lo:hi] = lane.view["tick"][2 * lo:2 * hi:2]
+        self._sent[lo:hi] = actions
+        lane.send_rows(self.envs, actions, lo, hi)
+
+    def recv_rows(self, lo: int, hi: int) -> VecEnvStepReturn:
+        """``(obs, rewards, dones, infos)`` of envs ``lo..hi`` once every answer is in; an
+        env whose episode ended is reset (its info the env's full one, with
+        ``terminal_observation`` and ``episode_tiers``), the others' infos empty."""
+        lane = self.lane
+        assert lane is not None
+        inputs, rewards, tiers, terminated, truncated = lane.wait_rows(self.envs, self._sent[lo:hi],
+                                                                       lo, hi)
         obs_buf = self.buf_obs[None]  # type: ignore[index]
-        obs_buf[:] = inputs
-        self.buf_rews[:] = rewards
+        obs_buf[lo:hi] = inputs
+        self.buf_rews[lo:hi] = rewards
         done = terminated | truncated
-        self.buf_dones[:] = done
-        self._ep_tiers += tiers
-        infos: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
-        for i in np.flatnonzero(done).tolist():
-            info = lane.episode_info(i, self.envs[i], int(lane.view["tick"][2 * i]) - int(ticks[i]))
-            info["TimeLimit.truncated"] = bool(truncated[i] and not terminated[i])
+        self.buf_dones[lo:hi] = done
+        self._ep_tiers[lo:hi] += tiers
+        infos: list[dict[str, Any]] = [{} for _ in range(hi - lo)]
+        for k in np.flatnonzero(done).tolist():
+            i = lo + k
+            info = lane.episode_info(i, self.envs[i],
+                                     int(lane.view["tick"][2 * i]) - int(self._ticks[i]))
+            info["TimeLimit.truncated"] = bool(truncated[k] and not terminated[k])
             info["terminal_observation"] = obs_buf[i].copy()
             self._add_batched_tiers(i, info)
             obs_buf[i], self.reset_infos[i] = self._reset_one(i)
-            infos[i] = info
-        self.buf_infos = infos
-        return obs_buf.copy(), self.buf_rews.copy(), self.buf_dones.copy(), infos
+            infos[k] = info
+        self.buf_infos[lo:hi] = infos
+        return (obs_buf[lo:hi].copy(), self.buf_rews[lo:hi].copy(), self.buf_dones[lo:hi].copy(),
+                infos)
+
+    def step_rows(self, lo: int, hi: int, actions: np.ndarray) -> VecEnvStepReturn:
+        """A step of envs ``lo..hi`` alone whatever their state (the general path, each
+        env's reward and info in Python): for a caller stepping parts whose part could
+        not take a batched step."""
+        results = self._step_results(lo, hi, actions)
+        obs_buf = self.buf_obs[None]  # type: ignore[index]
+        infos = []
+        for k, (obs, rew, terminated, truncated, info) in enumerate(results):
+            i = lo + k
+            self.buf_rews[i] = rew
+            done = bool(terminated or truncated)
+            self.buf_dones[i] = done
+            info["TimeLimit.truncated"] = bool(truncated and not terminated)
+            if done:
+                self._add_batched_tiers(i, info)
+                info["terminal_observation"] = obs
+                obs, self.reset_infos[i] = self._reset_one(i)
+            obs_buf[i] = obs
+            infos.append(info)
+        return (obs_buf[lo:hi].copy(), self.buf_rews[lo:hi].copy(), self.buf_dones[lo:hi].copy(),
+                infos)
 
     def _reset_one(self, i: int) -> tuple[np.ndarray, dict[str, Any]]:
         opts = self._options[i]

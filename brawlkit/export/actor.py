@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import sys
 import zipfile
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,9 @@ import numpy as np
 from brawlkit.export.bpw import (
     ACT_NONE,
     ACT_TANH,
+    LZ4_FRAME_MAGIC,
+    MAGIC,
+    SHUFFLE_MAGIC,
     Bpw,
     Layer,
     PolicyMeta,
@@ -120,10 +124,9 @@ def load_sb3_policy(zip_path: str | Path) -> Any:
 def load_checkpoint(zip_path: str | Path) -> tuple[PolicyMeta, Any]:
     """(how the checkpoint's policy was trained, its SB3 PPO policy on CPU), from one read
     of the zip: SB3 restores the ``brawlkit`` entry as a model attribute."""
+    checkpoint_meta(zip_path)  # what is not a checkpoint is refused before torch loads
     from stable_baselines3 import PPO
 
-    if not zipfile.is_zipfile(zip_path):
-        raise ValueError(f"{zip_path} is not a zip checkpoint")
     model = PPO.load(str(zip_path), device="cpu")
     return _meta_of(getattr(model, CHECKPOINT_KEY, None), zip_path), model.policy
 
@@ -135,14 +138,41 @@ def checkpoint_meta(zip_path: str | Path) -> PolicyMeta:
     version-1 defaults (action repeat 4, input layout 1, reward unknown), with a
     note on stderr, so old runs keep working.
     """
+    if not Path(zip_path).is_file():
+        raise FileNotFoundError(f"checkpoint {zip_path} not found (a checkpoint is a file: "
+                                f"{CHECKPOINT_EXAMPLE})")
     if not zipfile.is_zipfile(zip_path):
-        raise ValueError(f"{zip_path} is not a zip checkpoint")
-    with zipfile.ZipFile(zip_path) as zf:
-        try:
+        raise ValueError(_not_a_checkpoint(zip_path))
+    try:
+        with zipfile.ZipFile(zip_path) as zf:
             data = json.loads(zf.read("data"))
-        except (KeyError, ValueError) as e:
-            raise ValueError(f"{zip_path}: not an SB3 checkpoint (no readable 'data' entry: {e})") from e
+    except (KeyError, ValueError, zipfile.BadZipFile, zlib.error, EOFError) as e:
+        raise ValueError(f"{zip_path} is not a readable SB3 checkpoint (its 'data' entry: "
+                         f"{e}); give an intact one, e.g. {CHECKPOINT_EXAMPLE}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{zip_path} is not an SB3 checkpoint (its 'data' entry is not an "
+                         f"object); give one such as {CHECKPOINT_EXAMPLE}")
     return _meta_of(data.get(CHECKPOINT_KEY), zip_path)
+
+
+#: where a user finds a checkpoint, for the messages that ask for one
+CHECKPOINT_EXAMPLE = "runs/<role>/<run>/gen_XXXX.zip"
+
+
+def _not_a_checkpoint(path: str | Path) -> str:
+    """Why ``path`` (not a zip) is no checkpoint, and what to give instead: a ``.bpw``
+    blob is the usual mix-up (``export`` makes it from a checkpoint, not the reverse)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4)
+    except OSError as e:
+        return f"{path} cannot be read: {e}"
+    if Path(path).suffix == ".bpw" or head in (MAGIC, SHUFFLE_MAGIC, LZ4_FRAME_MAGIC):
+        return (f"{path} is a .bpw blob (an exported actor, for brawlpit_bot and `policy "
+                f"serve`), not an SB3 checkpoint: give the checkpoint zip it was exported "
+                f"from, e.g. {CHECKPOINT_EXAMPLE}")
+    return (f"{path} is not a zip, so not an SB3 checkpoint (corrupt or another file): give "
+            f"one such as {CHECKPOINT_EXAMPLE}")
 
 
 def _meta_of(entry: Any, zip_path: str | Path) -> PolicyMeta:

@@ -15,7 +15,7 @@ from typing import Any
 
 from brawlkit.common.cli_args import add_json_flag, command_parser
 from brawlkit.common.io import atomic_write_bytes
-from brawlkit.export.actor import actor_layers, load_checkpoint
+from brawlkit.export.actor import actor_layers, checkpoint_meta, load_checkpoint
 from brawlkit.export.bpw import (
     COMPRESS_CHOICES,
     blob_kind,
@@ -67,8 +67,11 @@ def main(argv: list[str] | None = None) -> int:
                          "or auto (the smallest; raw when neither helps). The C loader reads all.")
     add_json_flag(ap)
     args = ap.parse_args(argv)
-    if not Path(args.checkpoint).is_file():
-        ap.error(f"checkpoint {args.checkpoint} does not exist")
+    try:
+        checkpoint_meta(args.checkpoint)  # not a checkpoint: one line, before torch loads
+    except (FileNotFoundError, ValueError) as e:
+        print(f"brawlkit export: {e}", file=sys.stderr)
+        return 2
     try:
         summary = export_checkpoint(args.checkpoint, args.out, compress=args.compress)
     except (ValueError, KeyError) as e:

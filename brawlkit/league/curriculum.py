@@ -5,7 +5,8 @@ start and reports every finished episode back.  :class:`LadderCurriculum` is the
 p(1 − p) draw and unlock rule over an ordered ladder of opponents, shared by the PPO
 runs (:class:`CpuCurriculum`, the built-in CPU levels) and the ``/move`` trainer
 (``brawlkit/policy_server/trainer.py``); the league's samplers (PFSP over the pool of
-frozen checkpoints) implement the same interface.
+frozen checkpoints) implement the same interface, and :class:`SingleOpponent` is the
+trivial one: the same opponent every episode (``train --opponent``).
 
 The record of results lives in the trainer's process only, fed by all of its
 envs, and travels with every checkpoint (``state_dict``) so ``--resume``
@@ -200,3 +201,47 @@ class CpuCurriculum(LadderCurriculum):
         out = super().state_dict()
         del out["ladder"]
         return {"kind": out.pop("kind"), "levels": self.levels, **out}
+
+
+class SingleOpponent(OpponentSampler):
+    """One opponent for the whole run (``train --opponent``): no curriculum, no pool.
+
+    What a best response is trained against: ``bench exploit`` trains fresh exploiters
+    against one frozen policy alone to measure how easily it is beaten.  ``opponent`` is
+    what the env plays (a ``"cpu:L"`` spec or a callable with a ``label``:
+    :func:`brawlkit.league.opponents.fixed_opponent`); every finished episode against it
+    is counted, and the last ``k`` make the logged win rate (``curriculum/win_rate``).
+    """
+
+    kind = "single_opponent"
+
+    def __init__(self, opponent: Any, k: int = 100) -> None:
+        self.opponent = opponent
+        self.label = str(getattr(opponent, "label", opponent))
+        self.k = int(k)
+        self.recent: deque[int] = deque(maxlen=self.k)
+        self.totals = {"win": 0, "draw": 0, "loss": 0}
+
+    def sample(self) -> Any:
+        return self.opponent
+
+    def record(self, opponent: str, outcome: str) -> None:
+        if opponent != self.label or outcome not in self.totals:
+            return
+        self.recent.append(1 if outcome == "win" else 0)
+        self.totals[outcome] += 1
+
+    def stats(self) -> dict[str, float]:
+        return {"win_rate": float(np.mean(self.recent)) if self.recent else 0.0,
+                "games": float(sum(self.totals.values()))}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "opponent": self.label, "recent": list(self.recent),
+                "totals": dict(self.totals)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state.get("opponent") != self.label:
+            return  # another opponent's record says nothing about this one
+        self.recent.extend(int(x) for x in state.get("recent", [])[-self.k:])
+        self.totals.update({o: int(n) for o, n in state.get("totals", {}).items()
+                            if o in self.totals})

@@ -142,18 +142,27 @@ class LeagueDir:
     """One league directory (see the module docstring for the layout and rules).
 
     ``create``: make the directory and its sub-directories if missing; with
-    ``create=False`` the directory must exist (a reader that should not conjure an
-    empty league out of a mistyped path).  Cheap to construct; holds no open files,
-    so every process (and every role in it) may have its own instance.
+    ``create=False`` the directory must exist and be a league (at least one of
+    ``members/``, ``artifacts/``, ``matches/``): a reader should neither conjure an
+    empty league out of a mistyped path nor read a run directory (``runs/main``) as
+    a league with no members.  Cheap to construct; holds no open files, so every
+    process (and every role in it) may have its own instance.
     """
 
     def __init__(self, path: str | os.PathLike[str], create: bool = True) -> None:
         self.path = Path(path)
+        subs = (MEMBERS_DIR, ARTIFACTS_DIR, MATCHES_DIR)
         if create:
-            for sub in (MEMBERS_DIR, ARTIFACTS_DIR, MATCHES_DIR):
+            for sub in subs:
                 (self.path / sub).mkdir(parents=True, exist_ok=True)
         elif not self.path.is_dir():
-            raise FileNotFoundError(f"no league directory at {self.path}")
+            raise FileNotFoundError(f"no league directory at {self.path}: give the directory "
+                                    "`league run --league-dir` (or `train --league-dir`) made")
+        elif not any((self.path / sub).is_dir() for sub in subs):
+            raise FileNotFoundError(
+                f"{self.path} is not a league directory (no {'/, '.join(subs)}/ in it): give "
+                "the directory `league run --league-dir` (or `train --league-dir`) made, e.g. "
+                "runs/league")
 
     def __repr__(self) -> str:
         return f"LeagueDir({str(self.path)!r})"

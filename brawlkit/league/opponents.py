@@ -5,7 +5,9 @@
   at the same rating as everyone and never learns, the league's fixed yardstick;
 * frozen checkpoints (:class:`FrozenOpponent`): the member's exported ``.bpw``
   through the numpy forward pass (no torch model per env), deterministic — the
-  same policy ``brawlpit_bot`` would play.
+  same policy ``brawlpit_bot`` would play;
+* one of these for a whole run (:func:`fixed_opponent`: ``train --opponent``, the
+  opponent ``bench exploit`` trains its exploiters against).
 
 Each is a callable ``obs -> action`` with a ``label`` (its member id), which is
 what the env reports as ``info["opponent"]`` and the payoff is keyed by.
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -22,9 +25,20 @@ from brawlkit.common.confined import read_confined
 from brawlkit.env.observation import INPUT_LAYOUTS, INPUT_NAMES, OBS_DIM, OBS_NAMES
 from brawlkit.export.actor import NumpyPolicy
 from brawlkit.league.directory import ARTIFACT_MAX_BYTES
-from brawlkit.league.records import BASELINE_ID, Member
+from brawlkit.league.records import BASELINE_ID, Member, permanent_ids
+from brawlkit.wire.cpu_level import CPU_LEVELS, CpuLevel
 
 _I = {name: i for i, name in enumerate(OBS_NAMES)}
+
+
+def permanent_opponent(spec: str) -> str:
+    """``spec`` when it names a permanent member (``baseline``, ``cpu:1`` … ``cpu:8``):
+    the opponents ``eval`` and ``league report`` judge a policy against; else
+    ``ValueError`` naming the forms, said before any checkpoint loads."""
+    if spec not in permanent_ids():
+        raise ValueError(f"{spec!r} is no permanent member: give {BASELINE_ID} or cpu:L with L "
+                         f"in {CPU_LEVELS[0]}..{CPU_LEVELS[-1]}")
+    return spec
 
 
 class BaselinePolicy:
@@ -71,28 +85,62 @@ class FrozenOpponent:
     The env hands it the observation in the env's own input layout; a member trained
     on layout 1 reads the first 31 values (every layout starts with the 31-value
     observation).  A member whose layout this env does not provide is refused.
+    :meth:`from_file` plays a ``.bpw`` that is no league member the same way (``train
+    --opponent POLICY.bpw``, ``bench exploit``).
     """
 
     def __init__(self, member: Member, league_dir: str | Path, env_layout: int) -> None:
         if member.blob is None:
             raise ValueError(f"member {member.id} has no .bpw blob to play from")
-        self.member = member
-        self.label = member.id
+        self.member: Member | None = member
         # read under the league's confined-read rule (a regular file inside the directory)
-        self.policy = NumpyPolicy(read_confined(league_dir, member.blob, ARTIFACT_MAX_BYTES))
-        layout = self.policy.meta.input_layout
-        if layout not in INPUT_LAYOUTS:
-            raise ValueError(f"member {member.id} needs policy input layout {layout}")
-        need = INPUT_LAYOUTS[layout]
-        have = INPUT_NAMES[env_layout]
-        if INPUT_NAMES[layout] != have[:need]:
-            raise ValueError(f"member {member.id} reads input layout {layout}, which the env's "
-                             f"layout {env_layout} does not start with")
-        self._n = need
+        self._load(read_confined(league_dir, member.blob, ARTIFACT_MAX_BYTES), member.id,
+                   env_layout)
         if self.policy.meta.action_repeat != member.settings.get("action_repeat",
                                                                 self.policy.meta.action_repeat):
             warnings.warn(f"member {member.id}: blob and record disagree on the action repeat",
                           stacklevel=2)
+
+    @classmethod
+    def from_file(cls, path: str | Path, env_layout: int,
+                  action_repeat: int | None = None) -> FrozenOpponent:
+        """The policy of the ``.bpw`` at ``path`` as an opponent labelled with its file
+        name.  Read as a league artifact is (a regular file, bounded in size; a symlink
+        given here is resolved first: the path is the user's own).  ``action_repeat``:
+        the env's, refused when the blob was trained at another (a frozen policy played
+        at a cadence it never learned is not that policy).  ``FileNotFoundError`` for a
+        missing file, ``ValueError`` naming the file and what is wrong otherwise."""
+        p = Path(path)
+        if not p.is_file():
+            raise FileNotFoundError(f"policy {p} not found (a .bpw: `python -m brawlkit export "
+                                    "CKPT.zip -o POLICY.bpw`)")
+        real = p.resolve()
+        opp = cls.__new__(cls)
+        opp.member = None
+        try:
+            opp._load(read_confined(real.parent, real.name, ARTIFACT_MAX_BYTES), p.name,
+                      env_layout)
+        except (OSError, ValueError, KeyError) as e:
+            raise ValueError(f"policy {p}: {e}") from None
+        got = opp.policy.meta.action_repeat
+        if action_repeat is not None and got != action_repeat:
+            raise ValueError(f"policy {p} was trained at action repeat {got}, this env plays "
+                             f"at {action_repeat}: pass --action-repeat {got}")
+        return opp
+
+    def _load(self, blob: bytes, label: str, env_layout: int) -> None:
+        """The numpy policy of ``blob``, checked against the env's input layout."""
+        self.label = label
+        self.policy = NumpyPolicy(blob)
+        layout = self.policy.meta.input_layout
+        if layout not in INPUT_LAYOUTS:
+            raise ValueError(f"{label} needs policy input layout {layout}")
+        need = INPUT_LAYOUTS[layout]
+        have = INPUT_NAMES[env_layout]
+        if INPUT_NAMES[layout] != have[:need]:
+            raise ValueError(f"{label} reads input layout {layout}, which the env's "
+                             f"layout {env_layout} does not start with")
+        self._n = need
 
     #: stateless and vectorised: the vec env's fast lane hands it every arena it plays in
     #: as one (k, dim) batch (brawlkit/env/fastlane.py)
@@ -100,3 +148,15 @@ class FrozenOpponent:
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
         return self.policy.act(np.asarray(obs, np.float32)[..., :self._n])
+
+
+def fixed_opponent(spec: str, env_layout: int, action_repeat: int) -> Any:
+    """What the env plays for one opponent spec that never changes (``train --opponent``):
+    ``"cpu:L"`` itself (the server plays it), ``"baseline"`` the scripted
+    :class:`BaselinePolicy`, anything else the path of a ``.bpw`` played as a frozen
+    member is (:meth:`FrozenOpponent.from_file`)."""
+    if CpuLevel.is_spec(spec):
+        return CpuLevel.parse(spec).spec
+    if spec == BASELINE_ID:
+        return BaselinePolicy()
+    return FrozenOpponent.from_file(spec, env_layout, action_repeat)

@@ -39,6 +39,12 @@ from brawlkit.league.records import ANONYMOUS_ID, MatchRecord, id_kind
 
 #: Elo points per unit of Bradley–Terry strength θ: 10**(ΔR/400) = exp(Δθ)
 ELO_PER_THETA = 400.0 / math.log(10.0)
+#: the scale's anchor (docs/ratings.md, "The anchor"): the weakest built-in CPU level at
+#: 1000, in the table's Bradley–Terry and Elo alike, so a number means the same odds
+#: against a fixed player in every league and after every restart
+ANCHOR: tuple[str, float] = ("cpu:1", 1000.0)
+#: fewer rated games than this and a rating is marked provisional ("few games")
+FEW_GAMES = 30
 
 
 def _check_matches(matches: Sequence[MatchRecord]) -> None:
@@ -48,6 +54,15 @@ def _check_matches(matches: Sequence[MatchRecord]) -> None:
     for i, m in enumerate(matches):
         if m.a == m.b:
             raise ValueError(f"match {i}: {m.a!r} plays itself")
+
+
+def rated(matches: Sequence[MatchRecord]) -> list[MatchRecord]:
+    """The games the ratings count: both sides fixed players (``MatchRecord.rated``).
+    A trainer's own episodes (the sampled policy still learning, written under the id
+    of the member it became) and sampled evaluations stay in the log for PFSP, the
+    curriculum and the plots, but rating them would rate a player that never existed
+    under that id (docs/ratings.md, "Who is rated")."""
+    return [m for m in matches if m.rated]
 
 
 def _ordered_ids(matches: Sequence[MatchRecord], members: Sequence[str] | None) -> list[str]:
@@ -144,6 +159,7 @@ def elo(
     k: float = 32.0,
     initial: float = 1200.0,
     history: bool = True,
+    anchor: tuple[str, float] | None = None,
 ) -> EloResult:
     """Replay standard logistic Elo over ``matches`` in the order given.
 
@@ -167,6 +183,14 @@ def elo(
 
     ``history=False`` keeps no :class:`EloStep` per match (the same ratings; what a
     table of 100,000 matches needs, without 100,000 objects it never reads).
+
+    Only games of two fixed players move a rating (:func:`rated`); the others are
+    skipped (their ids are listed, without games), and a step's ``index`` is still
+    the match's place in ``matches``.
+
+    ``anchor`` ``(id, rating)``: after the replay every rating (and every step of the
+    history) is shifted by one constant so that ``id`` ends at ``rating`` — a relabelling
+    of the scale (Elo predicts from differences only), ignored when ``id`` has no games.
     """
     if not (math.isfinite(k) and k >= 0):
         raise ValueError(f"k must be a finite number >= 0, got {k}")
@@ -180,11 +204,12 @@ def elo(
             for d in (res.games, res.wins, res.draws, res.losses):
                 d[mid] = 0
 
-    for mid in members or ():
-        if mid != ANONYMOUS_ID:
-            join(mid)
+    for mid in _ordered_ids(matches, members):  # an id only seen unrated is listed, 0 games
+        join(mid)
     _check_matches(matches)
     for i, m in enumerate(matches):
+        if not m.rated:
+            continue
         if ANONYMOUS_ID in (m.a, m.b):
             _anonymous_step(res, i, m, history)
             continue
@@ -207,7 +232,17 @@ def elo(
             res.losses[loser] += 1
         if history:
             res.history.append(EloStep(i, m.time, m.a, m.b, res.ratings[m.a], res.ratings[m.b]))
+    if anchor is not None and res.games.get(anchor[0]):
+        _shift(res, anchor[1] - res.ratings[anchor[0]])
     return res
+
+
+def _shift(res: EloResult, d: float) -> None:
+    """Move the whole scale of ``res`` by ``d`` points (ratings, history, initial)."""
+    res.ratings = {k: v + d for k, v in res.ratings.items()}
+    res.history = [EloStep(s.index, s.time, s.a, s.b, s.rating_a + d, s.rating_b + d)
+                   for s in res.history]
+    res.initial += d
 
 
 def _anonymous_step(res: EloResult, i: int, m: MatchRecord, history: bool = True) -> None:
@@ -357,8 +392,15 @@ def bradley_terry(
     seed: int = 0,
     prior_games: float = 1.0,
     initial: float = 1200.0,
+    anchor: tuple[str, float] | None = None,
 ) -> BTResult:
     """Order-independent strengths: Bradley–Terry maximum likelihood.
+
+    ``anchor`` ``(id, rating)``: the scale is shifted so that ``id`` sits at exactly
+    ``rating`` (in the fit and in every bootstrap resample, so its interval is a point
+    and every other interval is relative to it) — the same number then means the same
+    odds against a fixed player in every league (docs/ratings.md, "The anchor").  An
+    anchor without rated games is ignored (nothing ties it to the others).
 
     Model: P(a beats b) = 1 / (1 + exp(−(θ_a − θ_b))); a draw counts as half a
     win for each side.  Every member also plays ``prior_games`` virtual draws
@@ -389,15 +431,26 @@ def bradley_terry(
         raise ValueError(f"bootstrap must be >= 0, got {bootstrap}")
     _check_matches(matches)
     ids = _ordered_ids(matches, members)  # the ids Elo lists, in its order
-    matches = [m for m in matches if ANONYMOUS_ID not in (m.a, m.b)]
+    matches = [m for m in rated(matches) if ANONYMOUS_ID not in (m.a, m.b)]
     index = {mid: i for i, mid in enumerate(ids)}
     n = len(ids)
     ia = np.array([index[m.a] for m in matches], dtype=np.int64)
     ib = np.array([index[m.b] for m in matches], dtype=np.int64)
     s = np.array([m.score for m in matches], dtype=float)
     score, games = _pair_tables(ia, ib, s, None, n)
-    theta = _bt_fit(score, games, prior_games)
     played = games.sum(axis=1)
+    at = index.get(anchor[0]) if anchor is not None else None
+    if at is not None and played[at] == 0:
+        at = None
+    shift = 0.0 if at is None or anchor is None else (anchor[1] - initial) / ELO_PER_THETA
+
+    def fit(sc: np.ndarray, gm: np.ndarray, theta0: np.ndarray | None = None) -> np.ndarray:
+        th = _bt_fit(sc, gm, prior_games, theta0=theta0)
+        if at is None:
+            return th
+        return np.where(gm.sum(axis=1) > 0, th - th[at] + shift, th)
+
+    theta = fit(score, games)
 
     lo = np.full(n, math.nan)
     hi = np.full(n, math.nan)
@@ -408,7 +461,7 @@ def bradley_terry(
             counts = np.bincount(rng.integers(0, len(matches), len(matches)),
                                  minlength=len(matches))
             bs, bg = _pair_tables(ia, ib, s, counts, n)
-            samples[r] = _bt_fit(bs, bg, prior_games, theta0=theta)
+            samples[r] = fit(bs, bg, theta)
         lo, hi = np.percentile(samples, [2.5, 97.5], axis=0)
         # no games, no interval: the data say nothing about such a member
         lo[played == 0] = math.nan
@@ -460,7 +513,7 @@ def _tables(matches: Sequence[MatchRecord], ids: Sequence[str]) -> tuple[np.ndar
     index = {mid: i for i, mid in enumerate(ids)}
     if len(index) != len(ids):
         raise ValueError("ids must be distinct")
-    kept = [m for m in matches if m.a in index and m.b in index]
+    kept = [m for m in rated(matches) if m.a in index and m.b in index]
     _check_matches(kept)
     ia = np.array([index[m.a] for m in kept], dtype=np.int64)
     ib = np.array([index[m.b] for m in kept], dtype=np.int64)
@@ -502,7 +555,7 @@ def _finite(x: float) -> float | None:
 
 def league_table(
     members: list[Any], matches: list[Any], k: float = 32.0, initial: float = 1200.0,
-    bootstrap: int = 200, seed: int = 0,
+    bootstrap: int = 200, seed: int = 0, anchor: tuple[str, float] | None = ANCHOR,
 ) -> dict[str, Any]:
     """The ``--json`` object of ``members`` (:class:`~brawlkit.league.records.Member`)
     and ``matches`` (replay order): one row per id, by Elo rating, highest first.
@@ -512,13 +565,25 @@ def league_table(
     rated, with role ``"?"``.  ``kind`` says what each id is (``bot``,
     ``baseline``, ``cpu``, ``human``); ``anonymous`` is never a row (its matches
     move only the other side's Elo and stay out of Bradley–Terry).
+
+    Rows are by Bradley–Terry rating, highest first (the headline: order-free, with its
+    interval); ``games`` counts rated games (two fixed players), ``unrated`` the
+    others of the id (its training episodes, sampled evaluations), ``few_games`` marks
+    a rating of fewer than :data:`FEW_GAMES` rated games.  Both scales are anchored
+    (``anchor``, :data:`ANCHOR`) when the anchor has rated games.
     """
     ids = [m.id for m in members]
     info = {m.id: m for m in members}
-    er = elo(matches, ids, k=k, initial=initial, history=False)
-    bt = bradley_terry(matches, ids, bootstrap=bootstrap, seed=seed, initial=initial)
+    er = elo(matches, ids, k=k, initial=initial, history=False, anchor=anchor)
+    bt = bradley_terry(matches, ids, bootstrap=bootstrap, seed=seed, initial=initial,
+                       anchor=anchor)
+    unrated: dict[str, int] = {}
+    for m in matches:
+        if not m.rated:
+            for side in (m.a, m.b):
+                unrated[side] = unrated.get(side, 0) + 1
     rows = []
-    for mid in er.ranking():
+    for mid in bt.ranking():
         mem = info.get(mid)
         b = bt.ratings[mid]
         wr = er.win_rate(mid)
@@ -536,31 +601,123 @@ def league_table(
             "bt_rating": round(b.rating, 3),
             "bt_lo": _finite(round(b.lo, 3)),
             "bt_hi": _finite(round(b.hi, 3)),
+            "unrated": unrated.get(mid, 0),
+            "few_games": er.games[mid] < FEW_GAMES,
         })
-    return {"members": rows, "matches": len(matches), "k": k, "initial": initial,
-            "bootstrap": bootstrap, "seed": seed, "bt_prior_games": bt.prior_games}
+    anchored = anchor is not None and er.games.get(anchor[0], 0) > 0
+    return {"members": rows, "matches": len(matches), "rated_matches": len(rated(matches)),
+            "k": k, "initial": initial, "elo_initial": round(er.initial, 3),
+            "bootstrap": bootstrap, "seed": seed, "bt_prior_games": bt.prior_games,
+            "anchor": {"id": anchor[0], "rating": anchor[1]} if anchored and anchor else None}
+
+
+def bt_text(r: dict[str, Any]) -> str:
+    """A row's headline rating as text: ``BT [lo, hi]``, and ``(few games)`` when it
+    rests on fewer than :data:`FEW_GAMES` rated games; ``– (no games)`` without any
+    (the prior's number would read as a measurement)."""
+    if not r["games"]:
+        return "– (no games)"
+    text = f"{r['bt_rating']:.0f}"
+    if r.get("bt_lo") is not None and r.get("bt_hi") is not None:
+        text += f" [{r['bt_lo']:.0f}, {r['bt_hi']:.0f}]"
+    if r.get("few_games"):
+        text += " (few games)"
+    return text
 
 
 def format_table(res: dict[str, Any]) -> str:
-    """The human table: member, kind, role, generation, Elo, games, win rate, BT [lo, hi]."""
-    head = ("member", "kind", "role", "gen", "elo", "games", "win", "bt rating [lo, hi]")
+    """The human table: member, kind, role, generation, BT [lo, hi] (the headline), live
+    Elo, rated games (and unrated ones), win rate."""
+    head = ("member", "kind", "role", "gen", "bt rating [lo, hi]", "live elo", "games",
+            "unrated", "win")
     lines = []
     for r in res["members"]:
-        bt = f"{r['bt_rating']:.0f}"
-        if r["bt_lo"] is not None:
-            bt += f" [{r['bt_lo']:.0f}, {r['bt_hi']:.0f}]"
         lines.append((r["id"], r.get("kind", "-"), r["role"], "-" if r["generation"] is None else str(r["generation"]),
-                      f"{r['rating']:.1f}", str(r["games"]),
-                      "-" if r["win_rate"] is None else f"{r['win_rate']:.2f}", bt))
+                      bt_text(r), f"{r['rating']:.1f}", str(r["games"]), str(r.get("unrated", 0)),
+                      "-" if r["win_rate"] is None else f"{r['win_rate']:.2f}"))
     widths = [max(len(h), *(len(row[c]) for row in lines)) for c, h in enumerate(head)]
-    right = {4, 5, 6}
+    right = {5, 6, 7, 8}
 
     def fmt(row: tuple[str, ...]) -> str:
         return "  ".join(v.rjust(w) if c in right else v.ljust(w)
                          for c, (v, w) in enumerate(zip(row, widths, strict=True))).rstrip()
 
-    out = [f"{res['matches']} matches, Elo K {res['k']:g}, initial {res['initial']:g}; "
-           f"Bradley-Terry with {res['bootstrap']} bootstrap resamples (95 % interval)",
+    anchor = res.get("anchor")
+    scale = (f"anchored at {anchor['id']} = {anchor['rating']:g}" if anchor else
+             f"not anchored (mean {res['initial']:g})")
+    out = [f"{res['matches']} matches, {res.get('rated_matches', res['matches'])} rated (both "
+           f"sides fixed players); Bradley-Terry with {res['bootstrap']} bootstrap resamples "
+           f"(95 % interval), live Elo K {res['k']:g}; scale {scale}",
            fmt(head), fmt(tuple("-" * w for w in widths))]
     out += [fmt(row) for row in lines]
     return "\n".join(out)
+
+
+# ------------------------------------------------------------ the check
+#: the source of a deterministic evaluation match (a generation's, or ``elo --check --fresh``)
+EVAL_SOURCE = "eval"
+
+
+def evaluation_counts(matches: Sequence[MatchRecord], learned: set[str]
+                      ) -> dict[tuple[str, str], list[int]]:
+    """``(member, cpu level id) -> [wins, draws, losses]`` of the learned members'
+    deterministic evaluation matches (source ``eval``, both sides fixed) in ``matches``."""
+    out: dict[tuple[str, str], list[int]] = {}
+    for m in matches:
+        if m.source != EVAL_SOURCE or not m.rated:
+            continue
+        for me, opp, res in ((m.a, m.b, m.result),
+                             (m.b, m.a, {"win": "loss", "loss": "win"}.get(m.result, m.result))):
+            if me in learned and id_kind(opp) == "cpu":
+                out.setdefault((me, opp), [0, 0, 0])[("win", "draw", "loss").index(res)] += 1
+    return out
+
+
+def check_pairs(table: dict[str, Any], counts: dict[tuple[str, str], list[int]],
+                min_games: int = 1) -> list[dict[str, Any]]:
+    """Each (member, level) of ``counts`` with at least ``min_games`` games: the score
+    the ratings of ``table`` (a :func:`league_table`) predict — Bradley–Terry, the
+    headline, and the live Elo beside it — against the measured score (wins + draws / 2
+    over the games) and its 95 % Wilson interval; ``agree`` when the Bradley–Terry
+    prediction lies inside the interval."""
+    from brawlkit.common.stats import wilson_interval
+
+    rows = {r["id"]: r for r in table["members"]}
+    out = []
+    for (mid, opp), (w, d, lo_) in sorted(counts.items()):
+        n = w + d + lo_
+        if n < min_games or mid not in rows or opp not in rows:
+            continue
+        score = (w + 0.5 * d) / n
+        lo, hi = wilson_interval(w + 0.5 * d, n)  # type: ignore[arg-type]
+        bt = elo_expected(rows[mid]["bt_rating"], rows[opp]["bt_rating"])
+        el = elo_expected(rows[mid]["rating"], rows[opp]["rating"])
+        out.append({"member": mid, "vs": opp, "games": n, "wins": w, "draws": d, "losses": lo_,
+                    "score": round(score, 4), "lo": round(lo, 4), "hi": round(hi, 4),
+                    "bt_predicted": round(bt, 4), "elo_predicted": round(el, 4),
+                    "agree": lo <= bt <= hi})
+    return out
+
+
+def format_check(pairs: list[dict[str, Any]], fresh: bool) -> str:
+    """The check as text: every pair, then the ones that disagree."""
+    what = "fresh deterministic matches, not in the ratings" if fresh else \
+        "the deterministic evaluation matches of the log"
+    if not pairs:
+        return (f"check: no (learned member, CPU level) pair with evaluation matches "
+                f"({what}); `elo --check --fresh N` plays some")
+    lines = [f"check: the win probability the ratings predict against each CPU level vs the "
+             f"measured score ({what}) and its 95 % interval",
+             f"{'member':<28} {'vs':<6} {'games':>5}  {'measured [95 %]':<20} {'bt':>5} {'elo':>5}"]
+    for p in pairs:
+        lines.append(f"{p['member']:<28} {p['vs']:<6} {p['games']:>5}  "
+                     f"{p['score']:.2f} [{p['lo']:.2f}, {p['hi']:.2f}]{'':<6} "
+                     f"{p['bt_predicted']:>5.2f} {p['elo_predicted']:>5.2f}"
+                     + ("" if p["agree"] else "  DISAGREES"))
+    bad = [p for p in pairs if not p["agree"]]
+    lines.append(f"{len(pairs) - len(bad)} of {len(pairs)} pairs agree "
+                 f"({100 * (len(pairs) - len(bad)) / len(pairs):.0f} %)"
+                 + ("" if not bad else "; disagree: " + ", ".join(
+                     f"{p['member']} vs {p['vs']} (predicted {p['bt_predicted']:.2f}, measured "
+                     f"{p['score']:.2f} [{p['lo']:.2f}, {p['hi']:.2f}])" for p in bad)))
+    return "\n".join(lines)

@@ -269,8 +269,19 @@ def _integer(value: object, what: str, maximum: int) -> int:
     return number
 
 
+#: the window a match's ``time`` must lie in, epoch seconds: [MIN_TIME, MAX_TIME), i.e.
+#: from 1970-01-01 00:00:00 UTC up to (not including) 3000-01-01 00:00:00 UTC.  Every
+#: time in it is a date every reader can print (Python's datetime stops at year 9999,
+#: and the league page printed a stored 1e308 as a 500 for every reader), and a writer
+#: that sends milliseconds (1.8e12 today) or a negative time is refused at the door
+MIN_TIME = 0.0
+MAX_TIME = 32_503_680_000.0
+TIME_WINDOW = "[1970-01-01, 3000-01-01) UTC"
+
+
 def match_time(value: object) -> float:
-    """A match's ``time``: a finite number of epoch seconds (not a string, not a bool)."""
+    """A match's ``time``: a number of epoch seconds (not a string, not a bool) in
+    :data:`MIN_TIME` ≤ time < :data:`MAX_TIME` (docs/league.md, "The match-record rule")."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise ValueError(f"time must be a number (epoch seconds), not {_shown(value)}")
     try:
@@ -279,7 +290,49 @@ def match_time(value: object) -> float:
         raise ValueError(f"time {_shown(value)} is too large") from None
     if not math.isfinite(t):
         raise ValueError(f"time {_shown(value)} is not finite (no place in the replay order)")
+    if not MIN_TIME <= t < MAX_TIME:
+        hint = " (milliseconds? a match time is in seconds)" if t >= MAX_TIME else ""
+        raise ValueError(f"time {t!r} is outside the window of match times {TIME_WINDOW}: "
+                         f"epoch seconds in [{MIN_TIME:.0f}, {MAX_TIME:.0f}){hint}")
     return t
+
+
+#: the largest match seed (the game server's seed is an unsigned 32-bit integer)
+MAX_SEED = 2**32 - 1
+
+
+def match_seed(value: object) -> int | None:
+    """A match's ``seed``: the game's match seed, an integer in [0, :data:`MAX_SEED`],
+    or None when the writer did not choose it (a person's game, a bot-pool fight)."""
+    return None if value is None else _integer(value, "seed", MAX_SEED)
+
+
+#: how one side of a match played (docs/ratings.md, "Who is rated"):
+#: ``fixed`` — the player its id names, unchanged: a frozen member's shipped policy
+#: (deterministic, the clipped Gaussian mean, as ``brawlpit_bot`` plays it), a CPU
+#: level, the baseline, a person;
+#: ``sampled`` — a frozen member's policy played with its Gaussian noise;
+#: ``training`` — weights that were still training (the id is the member they were
+#: registered as when the generation ended)
+Policy = Literal["fixed", "sampled", "training"]
+POLICIES: tuple[str, ...] = get_args(Policy)
+#: the source prefix of a trainer's own games (``train:<role>``)
+TRAIN_SOURCE = "train:"
+
+
+def default_policy(source: str, side: str) -> str:
+    """How a side played when its record does not say: side ``a`` of a trainer's game
+    (source ``train:<role>``) was the policy in training, every other side the fixed
+    player.  Records written before the field existed read right, and a record says
+    its policies only where they differ from this (its JSON, hence its identity in a
+    registry, is unchanged for them)."""
+    return "training" if side == "a" and source.startswith(TRAIN_SOURCE) else "fixed"
+
+
+def match_policy(value: object, what: str = "a_policy") -> str:
+    if not isinstance(value, str) or value not in POLICIES:
+        raise ValueError(f"{what} {_shown(value)} is not one of {list(POLICIES)}")
+    return value
 
 
 def match_ticks(value: object) -> int:
@@ -317,8 +370,11 @@ RESULTS: dict[str, float] = dict(zip(get_args(Result), (1.0, 0.5, 0.0), strict=T
 @dataclass(frozen=True)
 class MatchRecord:
     """One finished match: ``a`` against ``b``, ``result`` from a's side
-    (``win`` / ``draw`` / ``loss``), ``ticks`` played, ``time`` (epoch seconds),
-    ``source`` (who played it: ``train:<role>``, ``eval``, ``botpool``, ...).
+    (``win`` / ``draw`` / ``loss``), ``ticks`` played, ``time`` (epoch seconds, when
+    it ended), ``source`` (who played it: ``train:<role>``, ``eval``, ``ladder``,
+    ``botpool``, ...), ``seed`` (the game's match seed, None when not chosen by the
+    writer) and how each side played, ``a_policy`` / ``b_policy`` (:data:`POLICIES`;
+    empty: :func:`default_policy`).  Only games of two fixed players are rated.
 
     Besides member ids, ``a`` and ``b`` may be a registered human player,
     ``player:NAME`` (NAME as :data:`PLAYER_NAME_RE`), or ``anonymous`` (a person
@@ -327,7 +383,7 @@ class MatchRecord:
     A match *is* its content: a league directory and the registry both count
     identical records once (so a batch can be resent, and matches pulled twice do
     not count twice).  A writer of several matches at one moment gives each its own
-    time (see ``LeagueTrainee.register``)."""
+    time: the one match writer's time rule (:class:`~brawlkit.league.sink.MatchSink`)."""
 
     time: float
     a: str
@@ -335,13 +391,29 @@ class MatchRecord:
     result: str
     ticks: int = 0
     source: str = ""
+    seed: int | None = None
+    a_policy: str = ""
+    b_policy: str = ""
+
+    def __post_init__(self) -> None:
+        # an unsaid policy is the default one: one record, one content, however made
+        for side in ("a", "b"):
+            if not getattr(self, f"{side}_policy"):
+                object.__setattr__(self, f"{side}_policy", default_policy(self.source or "", side))
 
     @property
-    def sort_key(self) -> tuple[float, str, str, str, int, str]:
+    def sort_key(self) -> tuple[float, str, str, str, int, str, int, str, str]:
         """The canonical replay order: by time, ties broken by content.  Every store of
         matches (a league directory, the registry) replays in this order, so the same
         matches give the same Elo to the last digit wherever they are stored."""
-        return (self.time, self.a, self.b, self.result, self.ticks, self.source)
+        return (self.time, self.a, self.b, self.result, self.ticks, self.source,
+                -1 if self.seed is None else self.seed, self.a_policy, self.b_policy)
+
+    @property
+    def rated(self) -> bool:
+        """Whether the ratings count this game: both sides were fixed players
+        (docs/ratings.md, "Who is rated")."""
+        return self.a_policy == "fixed" and self.b_policy == "fixed"
 
     @property
     def score(self) -> float:
@@ -349,7 +421,18 @@ class MatchRecord:
         return RESULTS[self.result]
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        """The record as JSON: ``seed`` only when known and each policy only when it
+        is not :func:`default_policy`, so a record of the older shape keeps its exact
+        JSON (and its identity, the registry's digest of it)."""
+        out = {k: v for k, v in asdict(self).items()
+               if k not in ("seed", "a_policy", "b_policy")}
+        if self.seed is not None:
+            out["seed"] = self.seed
+        for side in ("a", "b"):
+            policy = getattr(self, f"{side}_policy")
+            if policy != default_policy(self.source, side):
+                out[f"{side}_policy"] = policy
+        return out
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> MatchRecord:
@@ -365,7 +448,10 @@ class MatchRecord:
         r = cls(time=match_time(data["time"]), a=match_side(data["a"], "a"),
                 b=match_side(data["b"], "b"), result=match_result(data["result"]),
                 ticks=match_ticks(data.get("ticks", 0)),
-                source=match_source(data.get("source", "")))
+                source=match_source(data.get("source", "")),
+                seed=match_seed(data.get("seed")),
+                a_policy=match_policy(data["a_policy"], "a_policy") if "a_policy" in data else "",
+                b_policy=match_policy(data["b_policy"], "b_policy") if "b_policy" in data else "")
         if r.a == r.b:
             raise ValueError(f"a match of {r.a!r} against itself")
         return r

@@ -16,7 +16,8 @@ from brawlkit.parena_compiler.emit_py import emit_python
 from brawlkit.parena_compiler.errors import ParenaError
 
 
-def _parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
+    """The compiler's parser; its sub-parsers are what `python -m brawlkit --help` lists."""
     ap = argparse.ArgumentParser(prog="parena", description="PARENA decision-language compiler")
     sub = ap.add_subparsers(dest="cmd", required=True)
     c = sub.add_parser("compile", help="compile a .prn file to C or Python")
@@ -39,7 +40,7 @@ def _write(path: Path, text: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = build_parser().parse_args(argv)
     try:
 
         src_path = Path(args.file)

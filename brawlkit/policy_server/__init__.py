@@ -7,5 +7,5 @@
 * :mod:`~brawlkit.policy_server.app` — the FastAPI app (``POST /move``, ``GET /moves``,
   ``GET /info``).
 * :mod:`~brawlkit.policy_server.player` — the worker playing matches through an endpoint.
-* :mod:`~brawlkit.policy_server.cli` — ``python -m brawlkit policy serve|play``.
+* :mod:`~brawlkit.policy_server.cli` — ``python -m brawlkit policy serve|play|train``.
 """

@@ -5,9 +5,9 @@ a good share of its fights before any RL).  The text policy here starts from ran
 weights, loses every early fight, and the per-move reward of an all-loss batch
 rewards stalling (docs/move_training.md measures both).  The analogous start for a
 from-scratch model is a model that has read a player's fights: this module clones the
-example endpoint's scripted player (``examples/move_clients/random_server.py
---policy scripted``: approach, attack when close, side-special a heavy opponent,
-up-special home) before ``policy train``'s RL loop takes over.  It is an
+example endpoint's scripted player (:mod:`~brawlkit.policy_server.scripted`, what
+``examples/move_clients/random_server.py --policy scripted`` answers: approach, attack
+when close, side-special a heavy opponent, up-special home) before ``policy train``'s RL loop takes over.  It is an
 *imitation* start, documented as such, and every number a run reports keeps the
 random-init value beside the cloned one (``policy train --clone-fights N``).
 
@@ -31,56 +31,32 @@ The CPU of all of it is counted in the run's ``cpu_s`` (same process, same worke
 
 from __future__ import annotations
 
-import importlib.util
 import random
 import time
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import torch
 
 from brawlkit.policy_server.prompt import render_state, tokenize
 from brawlkit.policy_server.rollouts import FightResult
+from brawlkit.policy_server.scripted import scripted_move
 from brawlkit.policy_server.text_policy import EOS, TextPolicy
-
-#: the example endpoint whose scripted player is the teacher
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "move_clients" / "random_server.py"
-
-
-def _load_scripted() -> Callable[[dict[str, Any], dict[str, Any], random.Random], str]:
-    """The example's ``scripted(me, op, rng)``: one player, not a copy of it (the example
-    is standard library only, so loading it by path pulls in nothing)."""
-    if not EXAMPLE.is_file():
-        raise FileNotFoundError(f"{EXAMPLE}: the scripted teacher lives in the repository's examples")
-    spec = importlib.util.spec_from_file_location("_brawlkit_move_example", EXAMPLE)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod.scripted  # type: ignore[no-any-return]
 
 
 class ScriptedTeacher:
-    """The example endpoint's scripted player as a chooser (served by
-    :func:`~brawlkit.policy_server.app.create_app`) and as a labeller of request bodies.
-    A move the state does not offer is replaced by a dash toward the stage's middle,
-    exactly as the example's handler does."""
+    """The scripted player (:func:`~brawlkit.policy_server.scripted.scripted_move`, the
+    example endpoint's) as a chooser (served by
+    :func:`~brawlkit.policy_server.app.create_app`) and as a labeller of request bodies."""
 
     label = "example:scripted"
 
     def __init__(self, seed: int = 0, decision_ticks: int = 8) -> None:
-        self._scripted = _load_scripted()
         self.rng = random.Random(seed)
         self.decision_ticks = decision_ticks
 
     def label_body(self, body: dict[str, Any]) -> str:
         """The teacher's move for a ``/move`` request body (what the worker sent)."""
-        me = body["self"]
-        name = self._scripted(me, body["opponent"], self.rng)
-        offered = body.get("available")
-        if offered is not None and name not in offered:
-            name = "dash_" + ("left" if me["x"] > 0 else "right")
-        return name
+        return scripted_move(body, self.rng)
 
     def choose(self, req: Any) -> tuple[str, float]:
         body = {"self": req.me.model_dump(), "opponent": req.opponent.model_dump(),

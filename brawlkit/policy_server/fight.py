@@ -50,7 +50,9 @@ from brawlkit.wire.protocol import Snapshot
 
 #: reply keys besides ``move`` / ``logprob`` that the worker keeps for a trainer: the
 #: response's token ids and their logprobs, the prompt the model read, its raw text
-REPLY_EXTRAS = ("tokens", "token_logprobs", "prompt", "response")
+#: ``messages`` / ``prompt_ids``: exactly what a language model read (system, user, re-asks),
+#: ``asks``: how many calls the answer took (docs/move_training.md, "A language model")
+REPLY_EXTRAS = ("tokens", "token_logprobs", "prompt", "response", "messages", "prompt_ids", "asks")
 TICK_HZ = int(C.BP_TICK_HZ)
 #: decision period when neither --decision-ticks nor the endpoint's /info says one
 DEFAULT_DECISION_TICKS = 4
@@ -68,7 +70,9 @@ def latency_ticks(latency_s: float) -> int:
 
 @dataclass
 class Answer:
-    """One call: the move name as answered (None if there was no usable answer)."""
+    """One call: the move name as answered (None if there was no usable answer).
+    ``error``: why there was none, or — with a move — the model's own failures the
+    endpoint reported (an LLM adapter's HTTP 500s and malformed bodies)."""
 
     move: str | None
     logprob: float | None
@@ -154,7 +158,11 @@ class MoveEndpoint:
         lp = reply.get("logprob")
         logprob = float(lp) if isinstance(lp, int | float) and not isinstance(lp, bool) else None
         extra = {k: reply[k] for k in REPLY_EXTRAS if k in reply}
-        return Answer(reply["move"], logprob, latency, extra=extra)
+        # a model's own failure behind a 200 (an LLM adapter whose server answered 500 or
+        # garbage): the endpoint still answered, so it is no failed call, but it is counted
+        model_err = reply.get("error")
+        return Answer(reply["move"], logprob, latency, error=str(model_err)[:300] if model_err else None,
+                      extra=extra)
 
     def close(self) -> None:
         if self._conn is not None:

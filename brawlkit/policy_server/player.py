@@ -45,7 +45,9 @@ from typing import Any, TextIO
 
 import numpy as np
 
+from brawlkit.common.cli_args import command_parser
 from brawlkit.env.rewards import OutcomeReward, match_outcome
+from brawlkit.league.records import MAX_SEED
 from brawlkit.policy_server.fight import (  # noqa: F401 - re-exported: the worker's names
     Answer,
     EnvError,
@@ -148,7 +150,9 @@ def play_match(endpoint: MoveEndpoint, env: MoveEnv, *, seed: int, decision_tick
         "invalid_moves": invalid,
         "unavailable_moves": sum(s.invalid and not s.failed and s.answer in NAMES for s in steps),
         "failed_calls": failed,
-        "errors": dict(Counter(str(s.error)[:120] for s in steps if s.failed)),
+        # the endpoint answered, but its model had failed (an LLM server's 500, a malformed body)
+        "model_errors": sum(s.error is not None and not s.failed for s in steps),
+        "errors": dict(Counter(str(s.error)[:120] for s in steps if s.error is not None)),
         "penalty": round(penalty, 6), "outcome_reward": round(outcome_reward, 6),
         "reward": round(outcome_reward - penalty, 6),
         "latency_ms": _stats([s.latency_ms for s in steps]),
@@ -199,9 +203,9 @@ class ActiveOpponent:
 
 
 def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
-        prog="python -m brawlkit policy play",
-        description="Play whole lockstep matches on a real brawlpit_server through a /move "
+    ap = command_parser(
+        "policy play",
+        "Play whole lockstep matches on a real brawlpit_server through a /move "
         "endpoint (docs/move.md). Each call's latency (plus --reaction-frames) delays its move; "
         "an answer naming no available move is replaced by no_move, counted and penalised; "
         "finished matches are recorded in --league-dir and/or --registry under the endpoint's "
@@ -273,7 +277,7 @@ def _report(res: dict[str, Any], label: str, to: TextIO) -> None:
     print(f"match {res['match']}: {res['outcome'] or 'cut'} vs {label} in {res['ticks']} ticks, "
           f"{res['decisions']} decisions, latency {lat['mean']} ms mean -> "
           f"{res['delay_ticks']['mean']} ticks delay, {res['invalid_moves']} invalid, "
-          f"{res['failed_calls']} failed, reward {res['reward']:.3f}"
+          f"{res['failed_calls']} failed, {res['model_errors']} model errors, reward {res['reward']:.3f}"
           + (" (recorded)" if res["recorded"] else ""), file=to)
 
 
@@ -322,7 +326,8 @@ def main(argv: list[str] | None = None) -> int:
                              frames=frames, reaction_frames=args.reaction_frames, opponent=opponent)
             res.update(match=i, opponent=opp_id, recorded=False)
             if member and res["over"] and res["outcome"] is not None and (args.league_dir or args.registry):
-                sink.post([sink.record(member, opp_id, res["outcome"], res["ticks"])])
+                sink.post([sink.record(member, opp_id, res["outcome"], res["ticks"],
+                                       seed=res["seed"] if 0 <= res["seed"] <= MAX_SEED else None)])
                 res["recorded"] = True
             results.append(res)
             _report(res, opp_id, sys.stderr if args.json else sys.stdout)
@@ -339,7 +344,8 @@ def main(argv: list[str] | None = None) -> int:
                "decision_ticks": decision_ticks, "invalid_penalty": args.invalid_penalty,
                "reaction_frames": args.reaction_frames, "league_dir": args.league_dir,
                "registry": args.registry, "writer": sink.name, "moves_known": len(NAMES),
-               "sent": sink.counts, "matches": results}
+               "sent": sink.counts, "failed_calls": sum(r["failed_calls"] for r in results),
+               "model_errors": sum(r["model_errors"] for r in results), "matches": results}
     if args.json:
         print(json.dumps(summary))
     return 0

@@ -1,8 +1,9 @@
 """Where the results of ``/move`` fights go: a league directory and the registry.
 
 An external model is rated beside the PPO league only if its matches reach the same
-match log the league's ratings replay: a league directory's (``LeagueDir.writer``) on
-this machine, and the registry's (``RegistryClient.post_matches``) for every machine
+match log the league's ratings replay: a league directory's on this machine (through
+the league's one match writer, :class:`~brawlkit.league.sink.MatchSink`: one time
+rule, the seed and each side's policy in every record), and the registry's (``RegistryClient.post_matches``) for every machine
 sharing it.  :class:`ResultSink` writes both, whole batches at a time:
 
 * the league directory with one ``write_many`` (one ``write`` and one ``fsync``: a
@@ -16,11 +17,11 @@ sharing it.  :class:`ResultSink` writes both, whole batches at a time:
 from __future__ import annotations
 
 import sys
-import time
 from typing import Any
 
-from brawlkit.league.directory import LeagueDir, MatchWriter
+from brawlkit.league.directory import LeagueDir
 from brawlkit.league.records import MatchRecord, is_reserved_id, permanent_ids
+from brawlkit.league.sink import MatchSink
 from brawlkit.registry.client import RegistryClient, RegistryError, RegistryUnavailable
 
 
@@ -41,27 +42,24 @@ class ResultSink:
     def __init__(self, league_dir: str | None = None, registry: str | None = None,
                  source: str = "move", client: RegistryClient | None = None) -> None:
         self.source = source
-        self.writer: MatchWriter | None = LeagueDir(league_dir).writer(source) \
-            if league_dir is not None else None
+        self.sink = MatchSink(LeagueDir(league_dir) if league_dir is not None else None, source)
         self.client = client if client is not None else (
             RegistryClient(registry) if registry is not None else None)
         self.pending: list[MatchRecord] = []
         self.counts = {"league": 0, "registry": 0, "registry_queued": 0}
-        self._last_time = 0.0
 
-    def record(self, a: str, b: str, result: str, ticks: int) -> MatchRecord:
-        """A match record of this moment; records made in one batch get distinct times
-        (a match is its content, so two equal records would count once)."""
-        t = max(time.time(), self._last_time + 1e-5)
-        self._last_time = t
-        return MatchRecord(time=t, a=a, b=b, result=result, ticks=int(ticks), source=self.source)
+    def record(self, a: str, b: str, result: str, ticks: int, *, seed: int | None = None,
+               a_policy: str = "fixed") -> MatchRecord:
+        """The record of a match that ended now (the one sink's time rule); ``a_policy``
+        ``training`` for a fight of a policy still learning (``policy train``)."""
+        return self.sink.record(a, b, result, ticks, seed=seed, a_policy=a_policy)
 
     def post(self, records: list[MatchRecord]) -> dict[str, Any]:
         """Write one batch: the league directory first, then the registry (with whatever
         an earlier failure left queued).  Returns what went where."""
         out: dict[str, Any] = {"league": 0, "registry": 0, "registry_error": None}
-        if self.writer is not None and records:
-            out["league"] = self.writer.write_many(records)
+        if self.sink.writer is not None and records:
+            out["league"] = len(self.sink.write(records))
             self.counts["league"] += out["league"]
         if self.client is not None:
             self.pending.extend(records)
@@ -86,7 +84,7 @@ class ResultSink:
 
     @property
     def name(self) -> str | None:
-        return self.writer.name if self.writer is not None else None
+        return self.sink.name
 
     def close(self) -> None:
         """Send what is still queued (once more) and close the league log."""
@@ -94,5 +92,4 @@ class ResultSink:
         if res["registry_error"]:
             print(f"results: {len(self.pending)} match(es) not sent to the registry: "
                   f"{res['registry_error']}", file=sys.stderr)
-        if self.writer is not None:
-            self.writer.close()
+        self.sink.close()

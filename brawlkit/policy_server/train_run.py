@@ -1,4 +1,5 @@
-"""``python -m brawlkit policy train``: the text policy learns through the real ``/move``.
+"""``python -m brawlkit policy train``: the text policy — or a Hugging Face language model
+(``--hf DIR``, :mod:`brawlkit.policy_server.hf_train`) — learns through the real ``/move``.
 
 The run serves the policy as a real ``/move`` endpoint (FastAPI + uvicorn, in a
 thread of this process, on 127.0.0.1), plays its fights with rollout worker
@@ -36,6 +37,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from brawlkit.common.cli_args import command_parser
 from brawlkit.league.curriculum import CpuCurriculum
 from brawlkit.policy_server.move_reward import MoveRewardWeights
 from brawlkit.policy_server.results import ResultSink
@@ -44,6 +46,7 @@ from brawlkit.policy_server.text_policy import TextPolicy, TextPolicyConfig
 from brawlkit.policy_server.trainer import (
     Batch,
     StratifiedBaseline,
+    WriteupCurriculum,
     batch_metrics,
     export_rows,
     fight_rewards,
@@ -94,10 +97,43 @@ class MoveTrainOptions:
     clone_vs: str = "cpu:1,cpu:2,cpu:3"
     progress: bool = True
     reward: MoveRewardWeights = field(default_factory=MoveRewardWeights)
+    #: a Hugging Face causal LM (folder or hub id) trained instead of the text policy
+    hf: str | None = None
+    lora_rank: int = 0
+    kl_coef: float = 0.04
+    micro_batch: int = 8
+    device: str | None = None
+    max_new_tokens: int = 6
+    reasks: int = 0
+    resume: bool = False
+    curriculum: str = "writeup"
 
     @property
     def member_id(self) -> str:
-        return self.member or f"text-policy-s{self.seed}"
+        if self.member:
+            return self.member
+        if self.hf:
+            return f"hf-{_slug(self.hf)}-s{self.seed}"
+        return f"text-policy-s{self.seed}"
+
+
+#: the time one decision of a --hf model may take (its answer is cut there): generous, so a
+#: busy CPU does not turn answers into invalid ones
+HF_BUDGET_S = 30.0
+
+
+def _slug(path: str) -> str:
+    """A model folder or hub id as a member id's part: ``Qwen/Qwen3-0.6B`` -> ``qwen3-0.6b``;
+    a checkpoint folder of a run (``OUT/policy``) by the model it trains, so a resumed run
+    plays as the same member."""
+    import re
+
+    from brawlkit.policy_server.hf_policy import META_FILE
+
+    meta = Path(path) / META_FILE
+    name = (json.loads(meta.read_text()).get("name") if meta.is_file() else None) or \
+        Path(path.rstrip("/")).name or "model"
+    return re.sub(r"[^a-z0-9.]+", "-", name.lower()).strip("-") or "model"
 
 
 class ServedPolicy:
@@ -138,19 +174,58 @@ def _evaluate(runner: RolloutRunner, opts: MoveTrainOptions, n: int, sink: Resul
 
 
 def _post(sink: ResultSink, opts: MoveTrainOptions, results: list[FightResult]) -> dict[str, Any]:
-    """The finished fights' match records, one batch to the league dir and registry."""
-    recs = [sink.record(opts.member_id, r.opponent_id, str(r.outcome), r.ticks)
+    """The finished fights' match records, one batch to the league dir and registry: the
+    policy fights sampled while it still learns, so its side is ``training`` (kept in the
+    log, not rated: docs/ratings.md)."""
+    recs = [sink.record(opts.member_id, r.opponent_id, str(r.outcome), r.ticks,
+                        seed=r.spec.seed, a_policy="training")
             for r in results if r.ok and opts.max_ticks is None]
     return sink.post(recs) if recs else {}
 
 
 @dataclass
 class _State:
-    policy: TextPolicy
+    policy: Any  # a TextPolicy, or an HfPolicy (``--hf``)
     opt: torch.optim.Optimizer
     curriculum: CpuCurriculum
     baseline: StratifiedBaseline
     sink: ResultSink
+    batch: int = 0
+
+    @property
+    def hf(self) -> bool:
+        return not isinstance(self.policy, TextPolicy)
+
+    def parameters(self) -> list[torch.nn.Parameter]:
+        return list(self.policy.net.parameters()) if not self.hf else self.policy.trainable_parameters()
+
+
+#: a checkpoint folder's training state (optimizer, baseline, curriculum, batch): --resume
+TRAIN_STATE = "trainer_state.pt"
+
+
+def _save(st: _State, out: Path, stem: str, meta: dict[str, Any]) -> Path:
+    """The policy as ``OUT/STEM.pt`` (the text policy) or the folder ``OUT/STEM`` (a
+    Hugging Face model: adapter or full model, tokenizer, and the training state that
+    ``--resume`` continues from)."""
+    if not st.hf:
+        st.policy.save(out / f"{stem}.pt", meta)
+        return out / f"{stem}.pt"
+    st.policy.save(out / stem, meta)
+    torch.save({"opt": st.opt.state_dict(), "baseline": st.baseline.state_dict(),
+                "curriculum": st.curriculum.state_dict(), "batch": st.batch}, out / stem / TRAIN_STATE)
+    return out / stem
+
+
+def _resume(st: _State, folder: Path) -> None:
+    """Continue a ``--hf`` run from its checkpoint folder's training state."""
+    if not (folder / TRAIN_STATE).is_file():
+        raise ValueError(f"--resume: {folder} has no {TRAIN_STATE} (a `policy train --hf` checkpoint folder)")
+    state = torch.load(folder / TRAIN_STATE, map_location="cpu", weights_only=False)
+    st.opt.load_state_dict(state["opt"])
+    st.baseline.load_state_dict(state["baseline"])
+    st.curriculum.load_state_dict(state["curriculum"])
+    st.batch = int(state["batch"])
 
 
 def _learn(st: _State, opts: MoveTrainOptions, results: list[FightResult], b: int,
@@ -166,10 +241,18 @@ def _learn(st: _State, opts: MoveTrainOptions, results: list[FightResult], b: in
     advantages = [[next(flat_a) for _ in rs] for rs in rewards]
     keep = signal_filter(advantages)
     kept = [(f, a) for f, a, k in zip(ok, advantages, keep, strict=True) if k]
-    batch = Batch.build(st.policy, [f for f, _ in kept], [a for _, a in kept])
-    stats = update(st.policy, st.opt, batch, epochs=opts.epochs, clip=opts.clip,
-                   entropy_coef=opts.entropy_coef, minibatch=opts.minibatch,
-                   seed=opts.seed + b) if batch is not None else {}
+    if st.hf:
+        from brawlkit.policy_server import hf_train
+
+        hb = hf_train.HfBatch.build([f for f, _ in kept], [a for _, a in kept])
+        stats = hf_train.update(st.policy, st.opt, hb, epochs=opts.epochs, clip=opts.clip,
+                                kl_coef=opts.kl_coef, minibatch=opts.minibatch, micro_batch=opts.micro_batch,
+                                seed=opts.seed + b) if hb is not None else {}
+    else:
+        batch = Batch.build(st.policy, [f for f, _ in kept], [a for _, a in kept])
+        stats = update(st.policy, st.opt, batch, epochs=opts.epochs, clip=opts.clip,
+                       entropy_coef=opts.entropy_coef, minibatch=opts.minibatch,
+                       seed=opts.seed + b) if batch is not None else {}
     if opts.export:
         write_jsonl(out / "rollouts" / f"batch_{b:05d}.jsonl", export_rows(ok, rewards, advantages, b))
     sent = _post(st.sink, opts, results)
@@ -199,13 +282,24 @@ def _clone(st: _State, opts: MoveTrainOptions, runner: RolloutRunner, log: Any, 
     the policy is fitted to its moves; then ``clone_rounds`` DAgger rounds (the policy
     plays, the teacher labels the states it reached, fit again).  One ``kind: clone``
     metrics line per round, with ``cpu_s`` (the budget counts all of it)."""
-    from brawlkit.policy_server.clone import ScriptedTeacher, clone_pairs, fit
+    from brawlkit.policy_server import clone
 
-    teacher = ScriptedTeacher(seed=opts.seed, decision_ticks=opts.decision_ticks)
+    pairs_fn: Any = clone.clone_pairs
+    fit_fn: Any = clone.fit
+    if st.hf:  # the same fights and labels; the pairs are chat prompts and answer ids
+        from brawlkit.policy_server import hf_train
+
+        pairs_fn = hf_train.clone_pairs
+
+        def fit_fn(policy: Any, opt: Any, p: Any, r: Any, *, epochs: int, minibatch: int, seed: int) -> Any:
+            return hf_train.fit(policy, opt, p, r, epochs=epochs, minibatch=min(minibatch, opts.minibatch),
+                                micro_batch=opts.micro_batch, seed=seed)
+
+    teacher = clone.ScriptedTeacher(seed=opts.seed, decision_ticks=opts.decision_ticks)
     served = ServedPolicy(teacher, "scripted-teacher")
     levels = [v.strip() for v in opts.clone_vs.split(",") if v.strip()]
     rng = np.random.default_rng(opts.seed + 7919)
-    opt = torch.optim.Adam(st.policy.net.parameters(), lr=opts.clone_lr)
+    opt = torch.optim.Adam(st.parameters(), lr=opts.clone_lr)
     prompts: list[list[int]] = []
     responses: list[list[int]] = []
     try:
@@ -215,10 +309,10 @@ def _clone(st: _State, opts: MoveTrainOptions, runner: RolloutRunner, log: Any, 
                      for i in range(opts.clone_fights)]
             results = runner.run(specs, desc=f"clone round {rnd}")
             ok = [r for r in results if r.ok]
-            p, r = clone_pairs(st.policy, ok, teacher if rnd else None)
+            p, r = pairs_fn(st.policy, ok, teacher if rnd else None)
             prompts += p
             responses += r
-            stats = fit(st.policy, opt, prompts, responses, epochs=opts.clone_epochs,
+            stats = fit_fn(st.policy, opt, prompts, responses, epochs=opts.clone_epochs,
                         minibatch=128, seed=opts.seed + rnd)
             _log(log, {"kind": "clone", "round": rnd, "player": "teacher" if rnd == 0 else "policy",
                        "time_s": round(time.monotonic() - t0, 1), "cpu_s": _cpu(runner),
@@ -234,49 +328,75 @@ def train(opts: MoveTrainOptions) -> dict[str, Any]:
     torch.set_num_threads(1)
     out = Path(opts.out)
     (out / "rollouts").mkdir(parents=True, exist_ok=True)
-    policy = TextPolicy(TextPolicyConfig(temperature=opts.temperature, response=opts.response), seed=opts.seed,
-                        decision_ticks=opts.decision_ticks)
-    st = _State(policy, torch.optim.Adam(policy.net.parameters(), lr=opts.lr),
-                CpuCurriculum(k=opts.curriculum_k, floor=opts.curriculum_floor, seed=opts.seed),
-                StratifiedBaseline(opts.baseline_decay, opts.baseline_start), ResultSink(opts.league_dir, opts.registry))
-    served = ServedPolicy(policy, opts.member_id)
+    chooser: Any
+    if opts.hf:
+        from brawlkit.policy_server.hf_policy import HfPolicy
+        from brawlkit.policy_server.llm import LlmChooser
+
+        policy: Any = HfPolicy.load(opts.hf, device=opts.device, lora_rank=opts.lora_rank,
+                                    temperature=opts.temperature, max_new_tokens=opts.max_new_tokens,
+                                    seed=opts.seed)
+        # the write-up's rule: an invalid answer is played (as no_move) and penalised; a
+        # re-ask (--reasks) would hide it from the gradient
+        chooser = LlmChooser(policy, budget_s=HF_BUDGET_S, decision_ticks=opts.decision_ticks,
+                             reasks=opts.reasks)
+    else:
+        policy = TextPolicy(TextPolicyConfig(temperature=opts.temperature, response=opts.response),
+                            seed=opts.seed, decision_ticks=opts.decision_ticks)
+        chooser = policy
+    curriculum = (WriteupCurriculum if opts.curriculum == "writeup" else CpuCurriculum)(
+        k=opts.curriculum_k, floor=opts.curriculum_floor, seed=opts.seed)
+    st = _State(policy, torch.optim.Adam([p for p in (policy.net.parameters() if not opts.hf
+                                                       else policy.trainable_parameters())], lr=opts.lr),
+                curriculum, StratifiedBaseline(opts.baseline_decay, opts.baseline_start),
+                ResultSink(opts.league_dir, opts.registry))
+    if opts.resume:
+        if not opts.hf:
+            raise ValueError("--resume continues a --hf run from its checkpoint folder (--hf RUN/policy)")
+        _resume(st, Path(opts.hf))
+    served = ServedPolicy(chooser, opts.member_id)
     runner = RolloutRunner(WorkerConfig(served.url, decision_ticks=opts.decision_ticks,
                                         reaction_frames=opts.reaction_frames,
+                                        call_timeout_s=HF_BUDGET_S + 5.0 if opts.hf else 5.0,
                                         fight_timeout_s=opts.fight_timeout_s),
                            workers=opts.workers, progress=opts.progress)
-    rng = np.random.default_rng(opts.seed)
+    rng = np.random.default_rng(opts.seed + st.batch)
     t0 = time.monotonic()
     evals: list[dict[str, Any]] = []
     bar = tqdm(total=opts.batches or round(opts.minutes * 60), disable=not opts.progress,
                desc="move training", unit="batch" if opts.batches else "s")
-    with open(out / "metrics.jsonl", "w") as log:
+    b = 0  # this run's batches; st.batch counts them over resumed runs too
+    with open(out / "metrics.jsonl", "a" if opts.resume else "w") as log:
         try:
-            evals.append(_evaluate(runner, opts, opts.eval_fights, st.sink, 0, t0))
+            evals.append(_evaluate(runner, opts, opts.eval_fights, st.sink, st.batch, t0))
             _log(log, evals[-1])
             if opts.clone_fights:
                 _clone(st, opts, runner, log, t0)
-                evals.append({**_evaluate(runner, opts, opts.eval_fights, st.sink, 0, t0), "cloned": True})
+                if st.hf:  # the KL term holds RL near the cloned model, not the pretrained one
+                    st.policy.set_reference()
+                evals.append({**_evaluate(runner, opts, opts.eval_fights, st.sink, st.batch, t0), "cloned": True})
                 _log(log, evals[-1])
-                policy.save(out / "policy_clone.pt", {"batch": 0, "cloned": True})
-            b, last_eval = 0, time.monotonic()
+                _save(st, out, "policy_clone", {"batch": st.batch, "cloned": True})
+            last_eval = time.monotonic()
             while not _done(opts, b, t0, runner):
                 specs = [FightSpec(seed=int(rng.integers(2**31)), opponent=st.curriculum.sample(),
                                    max_ticks=opts.max_ticks) for _ in range(opts.fights_per_batch)]
-                line = _learn(st, opts, runner.run(specs, desc=f"batch {b}"), b, out)
-                _log(log, {"kind": "batch", "batch": b, "time_s": round(time.monotonic() - t0, 1),
+                line = _learn(st, opts, runner.run(specs, desc=f"batch {st.batch}"), st.batch, out)
+                _log(log, {"kind": "batch", "batch": st.batch, "time_s": round(time.monotonic() - t0, 1),
                            "cpu_s": _cpu(runner), **line})
                 b += 1
+                st.batch += 1
                 bar.update(1 if opts.batches else round(time.monotonic() - t0) - bar.n)
                 bar.set_postfix(level=line["unlocked"], invalid=round(line["invalid_rate"] or 0, 3),
                                 win=json.dumps(line["win_rate"]))
                 if time.monotonic() - last_eval >= opts.eval_every_s:
-                    evals.append(_evaluate(runner, opts, opts.eval_fights, st.sink, b, t0))
+                    evals.append(_evaluate(runner, opts, opts.eval_fights, st.sink, st.batch, t0))
                     _log(log, evals[-1])
-                    policy.save(out / f"policy_{b:04d}.pt", {"batch": b})
+                    _save(st, out, f"policy_{st.batch:04d}", {"batch": st.batch})
                     last_eval = time.monotonic()
-            evals.append(_evaluate(runner, opts, opts.final_eval_fights, st.sink, b, t0))
+            evals.append(_evaluate(runner, opts, opts.final_eval_fights, st.sink, st.batch, t0))
             _log(log, {**evals[-1], "final": True})
-            policy.save(out / "policy.pt", {"batch": b, "options": _jsonable(opts)})
+            _save(st, out, "policy", {"batch": st.batch, "options": _jsonable(opts)})
         finally:
             bar.close()
             runner.close()
@@ -311,9 +431,21 @@ def _summary(out: Path, opts: MoveTrainOptions, evals: list[dict[str, Any]], bat
                "final_invalid_rate": evals[-1]["invalid_rate"],
                "final_spam_fraction": evals[-1]["spam_fraction"], "voids": runner.voids,
                "workers_replaced": runner.replaced, "sent": st.sink.counts,
+               "batches_total": st.batch, **_call_totals(out / "metrics.jsonl"),
                "options": _jsonable(opts)}
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
     return summary
+
+
+def _call_totals(metrics: Path) -> dict[str, int]:
+    """Failed calls and model errors over every line of the run's metrics (the summary
+    reports them: an endpoint's or its model's failures are counted, never dropped)."""
+    tot = {"failed_calls": 0, "model_errors": 0}
+    for line in metrics.read_text().splitlines():
+        rec = json.loads(line)
+        for k in tot:
+            tot[k] += int(rec.get(k) or 0)
+    return tot
 
 
 def reward_weights(spec: str) -> MoveRewardWeights:
@@ -330,19 +462,21 @@ def reward_weights(spec: str) -> MoveRewardWeights:
 
 def _parser() -> argparse.ArgumentParser:
     d = MoveTrainOptions()
-    ap = argparse.ArgumentParser(
-        prog="python -m brawlkit policy train",
-        description="Train the small text policy through the real /move endpoint: rollout worker "
+    ap = command_parser(
+        "policy train",
+        "Train the small text policy (or, with --hf, a Hugging Face language model) through "
+        "the real /move endpoint: rollout worker "
         "processes, real brawlpit_server arenas, the per-move backward reward, the p(1-p) CPU "
         "curriculum and a stratified moving-average baseline (docs/move_training.md).")
     ap.add_argument("--out", default=d.out, help=f"run directory (default {d.out})")
     for name in ("seed", "batches", "fights_per_batch", "workers", "decision_ticks",
                  "reaction_frames", "epochs", "minibatch", "curriculum_k", "eval_fights", "final_eval_fights",
-                 "max_ticks", "clone_fights", "clone_rounds", "clone_epochs"):
+                 "max_ticks", "clone_fights", "clone_rounds", "clone_epochs", "lora_rank", "micro_batch",
+                 "max_new_tokens", "reasks"):
         ap.add_argument("--" + name.replace("_", "-"), type=int, default=getattr(d, name),
                         help=f"(default {getattr(d, name)})")
     for name in ("minutes", "lr", "clone_lr", "entropy_coef", "clip", "temperature", "baseline_decay",
-                 "curriculum_floor", "eval_every_s", "fight_timeout_s"):
+                 "curriculum_floor", "eval_every_s", "fight_timeout_s", "kl_coef"):
         ap.add_argument("--" + name.replace("_", "-"), type=float, default=getattr(d, name),
                         help=f"(default {getattr(d, name)})")
     ap.add_argument("--baseline-start", choices=("zero", "mean"), default=d.baseline_start,
@@ -364,9 +498,43 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--league-dir", default=None, help="record every finished fight in this league directory")
     ap.add_argument("--registry", default=None, help="post every finished fight to this registry (URL)")
     ap.add_argument("--member", default=None, help="the policy's id in the match log (text-policy-sSEED)")
+    ap.add_argument("--hf", default=None, metavar="DIR",
+                    help="train a Hugging Face causal LM (a local folder or hub id with a chat template) "
+                         "instead of the text policy: clipped policy gradient over its completion tokens "
+                         "with --kl-coef to the frozen reference; needs the llm extra")
+    ap.add_argument("--device", default=None, help="with --hf: torch device (default cuda if present, else cpu)")
+    ap.add_argument("--resume", action="store_true",
+                    help="with --hf RUN/policy: continue that checkpoint's run (optimizer, baseline, "
+                         "curriculum, batch count)")
+    ap.add_argument("--curriculum", choices=("writeup", "ratchet"), default=d.curriculum,
+                    help="writeup: the levels are recomputed at every draw, so a level re-locks when its "
+                         "recent win rate falls below 0.5; ratchet: the PPO runs' CpuCurriculum, which only "
+                         f"unlocks (default {d.curriculum})")
     ap.add_argument("--no-progress", action="store_true", help="no tqdm bars")
     ap.add_argument("--json", action="store_true", help="print the summary as one JSON line")
     return ap
+
+
+def _hf_problem(hf: str | None, resume: bool) -> str | None:
+    """Why ``--hf`` / ``--resume`` cannot work, in one line (None: they can)."""
+    if resume and not hf:
+        return "--resume continues a --hf run: pass --hf RUN/policy (a checkpoint folder of `policy train --hf`)"
+    if hf is None:
+        return None
+    p = Path(hf)
+    hub_id = hf.count("/") == 1 and not hf.startswith((".", "/", "~"))
+    if not p.exists() and not hub_id:
+        return f"--hf {hf}: no such folder (a model folder, e.g. one `python -m brawlkit.policy_server.tiny_lm DIR` " \
+               "wrote, or a hub id like Qwen/Qwen3-0.6B)"
+    if p.is_dir() and not (p / "config.json").is_file() and not (p / "adapter_config.json").is_file():
+        return f"--hf {hf}: the folder has no config.json (not a Hugging Face model)"
+    if resume and not (p / TRAIN_STATE).is_file():
+        return f"--resume: {hf} has no {TRAIN_STATE} (resume from a `policy train --hf` checkpoint folder, OUT/policy)"
+    try:
+        import transformers  # noqa: F401
+    except ImportError:
+        return "--hf needs transformers: pip install -e '.[llm]'"
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -376,6 +544,8 @@ def main(argv: list[str] | None = None) -> int:
         reward = reward_weights(args.reward)
     except ValueError as e:
         _parser().error(f"--reward: {e}")
+    if problem := _hf_problem(args.hf, args.resume):
+        _parser().error(problem)
     opts = MoveTrainOptions(**kw, progress=not args.no_progress, reward=reward)
     summary = train(opts)
     print(json.dumps(summary) if args.json else

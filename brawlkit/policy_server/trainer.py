@@ -38,6 +38,7 @@ import numpy as np
 import torch
 
 from brawlkit.common.io import atomic_write_bytes
+from brawlkit.league.curriculum import CpuCurriculum
 from brawlkit.policy_server.move_reward import MoveRewardWeights, assign_rewards
 from brawlkit.policy_server.rollouts import FightResult, spam_fraction
 from brawlkit.policy_server.text_policy import TextPolicy
@@ -82,6 +83,44 @@ class StratifiedBaseline:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.decay = float(state.get("decay", self.decay))
         self.values = {str(k): float(v) for k, v in state.get("values", {}).items()}
+
+
+class WriteupCurriculum(CpuCurriculum):
+    """The write-up's CPU curriculum exactly: at **every draw** (and after every result)
+    the unlocked levels are recomputed as 1 … (the hardest level won) + 1, where a level
+    is won when its last ``k`` fights (at least ``min_results`` of them) were won at
+    least ``unlock_win_rate`` (0.5) of the time — so a level **locks again** when its
+    recent rate falls.  :class:`CpuCurriculum` (the PPO runs') only ever unlocks.  The
+    draw is the shared ``max(p(1 − p), floor)`` (``floor`` 0 is the write-up's draw)."""
+
+    kind = "writeup_curriculum"
+
+    def __init__(self, levels: Sequence[int] | None = None, k: int = 10, floor: float = 0.05,
+                 unlock_win_rate: float = 0.5, seed: int | None = None, min_results: int | None = None) -> None:
+        kw: dict[str, Any] = {} if levels is None else {"levels": levels}
+        super().__init__(k=k, floor=floor, unlock_win_rate=unlock_win_rate, seed=seed, **kw)
+        self.min_results = int(min_results if min_results is not None else k)
+
+    def hardest_won(self) -> int:
+        """How many rungs up the hardest won level is (0: none won yet)."""
+        return max((i + 1 for i, n in enumerate(self.ladder)
+                    if len(self.recent[n]) >= self.min_results and self.win_rate(n) >= self.unlock_win_rate),
+                   default=0)
+
+    def _recompute(self) -> None:
+        self.unlocked = min(self.hardest_won() + 1, len(self.ladder))
+
+    def sample(self) -> str:
+        self._recompute()
+        return super().sample()
+
+    def record(self, opponent: str, outcome: str) -> None:
+        super().record(opponent, outcome)
+        self._recompute()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        self._recompute()
 
 
 def signal_filter(advantages: Sequence[Sequence[float]], eps: float = 1e-6) -> list[bool]:
@@ -166,16 +205,27 @@ def export_rows(fights: list[FightResult], rewards: list[list[float]],
     """One row per move for an external RL trainer (docs/move_training.md, "Export"):
     ``prompt`` / ``completion`` (the text the model read and wrote), ``reward``,
     ``advantage``, the response ``tokens`` and ``token_logprobs``, and where it came
-    from (batch, seed, opponent, stratum, tick, the move played, invalid)."""
+    from (batch, seed, opponent, stratum, tick, the move played, invalid).  A language
+    model's row adds what TRL and verl take unchanged: ``messages`` (the full list the
+    model saw: system, user, re-asks), ``prompt_ids`` (their rendering), ``completion_ids``
+    (the sampled ids) and ``logprobs`` (one per completion id)."""
     rows = []
     for f, rs, ads in zip(fights, rewards, advantages, strict=True):
         for s, r, a in zip(f.steps, rs, ads, strict=True):
-            rows.append({"prompt": s.extra.get("prompt"), "completion": s.extra.get("response", s.answer),
-                         "reward": r, "advantage": a, "tokens": s.extra.get("tokens"),
-                         "token_logprobs": s.extra.get("token_logprobs"), "logprob": s.logprob,
-                         "batch": batch, "seed": f.spec.seed, "opponent": f.spec.opponent,
-                         "stratum": f.spec.difficulty, "tick": s.tick, "move": s.move,
-                         "invalid": s.invalid, "outcome": f.outcome})
+            toks = s.extra.get("tokens")
+            ids = toks if isinstance(toks, list) and toks and all(
+                isinstance(t, int) and not isinstance(t, bool) for t in toks) else None
+            row = {"prompt": s.extra.get("prompt"), "completion": s.extra.get("response", s.answer),
+                   "reward": r, "advantage": a, "tokens": toks,
+                   "token_logprobs": s.extra.get("token_logprobs"), "logprob": s.logprob,
+                   "batch": batch, "seed": f.spec.seed, "opponent": f.spec.opponent,
+                   "stratum": f.spec.difficulty, "tick": s.tick, "move": s.move,
+                   "invalid": s.invalid, "outcome": f.outcome, "error": s.error}
+            if "messages" in s.extra:
+                row.update(messages=s.extra["messages"], prompt_ids=s.extra.get("prompt_ids"),
+                           completion_ids=ids, logprobs=s.extra.get("token_logprobs") if ids else None,
+                           asks=s.extra.get("asks"))
+            rows.append(row)
     return rows
 
 
@@ -204,4 +254,9 @@ def batch_metrics(results: list[FightResult], rewards: list[list[float]]) -> dic
         "invalid_rate": float(np.mean([s.invalid for s in moves])) if moves else None,
         "spam_fraction": float(np.mean([spam_fraction(r.steps) for r in ok])) if ok else None,
         "top_moves": dict(Counter(s.move for s in moves).most_common(5)),
+        # calls without a usable answer, and answers behind which the model had failed
+        # (an LLM server's 500s, malformed bodies): counted, never dropped
+        "failed_calls": sum(s.failed for s in moves),
+        "model_errors": sum(s.error is not None and not s.failed for s in moves),
+        "errors": dict(Counter(str(s.error)[:80] for s in moves if s.error is not None).most_common(5)),
     }

@@ -272,7 +272,8 @@ def _add_player(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The registry's parser; its sub-parsers are what help texts list."""
     ap = argparse.ArgumentParser(
         prog="python -m brawlkit registry",
         description="The checkpoint registry: an HTTP service that leagues on several "
@@ -282,6 +283,11 @@ def main(argv: list[str] | None = None) -> int:
     _serve_command(sub)
     _local_commands(sub)
     _client_commands(sub)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = build_parser()
     args = ap.parse_args(argv)
     if getattr(args, "needs_db", False) and not (args.db or args.data):
         ap.error(f"{args.cmd}: give the registry's database: --db URL or --data DIR")

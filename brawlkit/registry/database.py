@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -65,7 +65,7 @@ from brawlkit.league.records import ID_LEN, MatchRecord, Member
 from brawlkit.registry.auth import SecretHash
 
 #: the schema version this code writes and reads
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 #: a checkpoint's status: the type (the API's schema uses it), and its values
 Status = Literal["registered", "active", "disabled"]
 STATUSES: tuple[str, ...] = get_args(Status)
@@ -179,6 +179,11 @@ agents_t, checkpoints_t, matches_t = _t["agents"], _t["checkpoints"], _t["matche
 matches_t.append_column(Column("digest", String(64)))
 #: when the agent was revoked (version 4; NULL: never): its secret and tokens are dead
 agents_t.append_column(Column("revoked", String(40)))
+#: a match's seed and how each side played (version 5; NULL: not said, read as the
+#: record's default: MatchRecord.default_policy)
+MATCH_V5_COLUMNS = (("seed", BigInteger()), ("a_policy", String(16)), ("b_policy", String(16)))
+for _name, _type in MATCH_V5_COLUMNS:
+    matches_t.append_column(Column(_name, _type))
 locks_t = Table("registry_locks", metadata, Column("name", String(32), primary_key=True))
 migrations_t = _migrations_table(metadata)
 players_t = players_v3(metadata)
@@ -200,6 +205,16 @@ def match_digest(rec: MatchRecord) -> str:
     data = {**rec.to_json(), "time": rec.time + 0.0}  # -0.0 and 0.0: one time, as sort_key says
     text_ = json.dumps(data, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text_.encode("utf-8")).hexdigest()
+
+
+def _match_of(row: Sequence[Any]) -> MatchRecord:
+    """The record of a row's (time, a, b, result, ticks, source, seed, a_policy,
+    b_policy): a NULL policy (a match stored before version 5) is the record's default.
+    Not the match-record rule: what is stored is read as stored (the league page and
+    the ratings must never fail on a record a laxer service once accepted)."""
+    t, a, b, result, ticks, source, seed, a_policy, b_policy = row
+    return MatchRecord(time=t, a=a, b=b, result=result, ticks=ticks, source=source, seed=seed,
+                       a_policy=a_policy or "", b_policy=b_policy or "")
 
 
 def _partial_index_ok(conn: Connection) -> bool:
@@ -254,12 +269,21 @@ def _migrate_4(conn: Connection) -> None:
     conn.execute(text(f"ALTER TABLE registry_agents ADD COLUMN revoked {col_type}"))
 
 
+def _migrate_5(conn: Connection) -> None:
+    """Who played as what: ``registry_matches.seed``, ``a_policy``, ``b_policy`` (NULL
+    for every stored match: its record never said, and reads as it always did)."""
+    for name, type_ in MATCH_V5_COLUMNS:
+        col_type = type_.compile(dialect=conn.dialect)
+        conn.execute(text(f"ALTER TABLE registry_matches ADD COLUMN {name} {col_type}"))
+
+
 #: (version, what it does, the step); append only
 MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (1, "agents, checkpoints, matches", _migrate_1),
     (2, "match digests (idempotent batches), one active checkpoint", _migrate_2),
     (3, "human players (name, key hash)", _migrate_3),
     (4, "revocable agents", _migrate_4),
+    (5, "match seeds and policies (who played as what)", _migrate_5),
 ]
 assert MIGRATIONS[-1][0] == SCHEMA_VERSION
 
@@ -647,7 +671,8 @@ class RegistryDB:
                             select(matches_t.c.digest)
                             .where(matches_t.c.digest.in_(digests[i:i + 500]))).scalars())
                     new = [{"time": r.time, "a": r.a, "b": r.b, "result": r.result,
-                            "ticks": r.ticks, "source": r.source, "received": now,
+                            "ticks": r.ticks, "source": r.source, "seed": r.seed,
+                            "a_policy": r.a_policy, "b_policy": r.b_policy, "received": now,
                             "received_by": by, "digest": d}
                            for d, r in batch.items() if d not in known]
                     if new:
@@ -685,12 +710,12 @@ class RegistryDB:
         """Every stored match (``time >= since`` if given) in the canonical replay
         order, :attr:`MatchRecord.sort_key` — sorted here, not by the database."""
         m = matches_t.c
-        q = select(m.time, m.a, m.b, m.result, m.ticks, m.source)
+        q = select(m.time, m.a, m.b, m.result, m.ticks, m.source, m.seed, m.a_policy, m.b_policy)
         if since is not None:
             q = q.where(m.time >= since)
         with read_tx(self.engine) as conn:
             rows = conn.execute(q).tuples().all()
-        recs = [MatchRecord(*r) for r in rows]  # the columns in the record's field order
+        recs = [_match_of(r) for r in rows]
         recs.sort(key=lambda r: r.sort_key)
         return recs
 
@@ -700,7 +725,8 @@ class RegistryDB:
         batch always have larger seqs (batches insert one at a time: SQLite's write
         lock, PostgreSQL's ``matches`` lock row)."""
         m = matches_t.c
-        q = select(m.seq, m.time, m.a, m.b, m.result, m.ticks, m.source).where(m.seq > seq)
+        q = select(m.seq, m.time, m.a, m.b, m.result, m.ticks, m.source, m.seed, m.a_policy,
+                   m.b_policy).where(m.seq > seq)
         with read_tx(self.engine) as conn:
             rows = conn.execute(q).tuples().all()
-        return [MatchRecord(*r[1:]) for r in rows], max((r[0] for r in rows), default=seq)
+        return [_match_of(r[1:]) for r in rows], max((r[0] for r in rows), default=seq)

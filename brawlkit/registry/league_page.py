@@ -18,9 +18,10 @@ import html
 from collections.abc import Sequence
 from typing import Any
 
-from brawlkit.league.ratings import elo
-from brawlkit.league.records import MatchRecord
+from brawlkit.league.ratings import bt_text, elo
+from brawlkit.league.records import TIME_WINDOW, MatchRecord, cpu_id
 from brawlkit.league.role_specs import settled_roles
+from brawlkit.wire.cpu_level import CPU_LEVELS
 
 #: one colour per role (and kind), the same in the table's badges and the chart: a
 #: trained role's from its declaration (brawlkit/league/role_specs.py)
@@ -28,6 +29,12 @@ ROLE_COLOURS = {
     **{s.name: s.colour for s in settled_roles()},
     "cpu": "#7f7f7f", "baseline": "#17becf", "human": "#9467bd", "?": "#8c564b",
 }
+#: a colour per CPU level: a ramp from light orange to dark brown, so the ladder reads
+#: in order on the chart (no level shares its hue with a role: roles are blue, red,
+#: green, cyan and purple)
+CPU_COLOURS = dict(zip((cpu_id(lv) for lv in CPU_LEVELS),
+                       ("#fec44f", "#fe9929", "#ec7014", "#cc4c02", "#a63603", "#7f2704",
+                        "#5a1d03", "#2e0f02"), strict=True))
 #: the chart shows at most this many members (those with the most games), each line at
 #: most this many points: a page of 100,000 matches stays a few hundred KB
 CHART_MEMBERS = 40
@@ -48,7 +55,7 @@ ul.lineage{list-style:none;padding-left:1.2em;margin:.2em 0}ul.lineage li{margin
 header{display:flex;justify-content:space-between;align-items:baseline;flex-wrap:wrap}
 form{display:inline}code{background:#f3f3f3;padding:0 3px}
 .login{max-width:360px;margin:4em auto}.login input{width:100%;margin:.2em 0 .8em;padding:4px}
-.error{color:#b00020}
+.error{color:#b00020}.legend{margin-right:12px;white-space:nowrap}
 """
 
 
@@ -56,13 +63,41 @@ def esc(value: Any) -> str:
     return html.escape(str(value), quote=True)
 
 
-def _colour(row: dict[str, Any]) -> str:
+def _colour_key(row: dict[str, Any]) -> str:
+    """What a row's colour stands for: its role (a bot), its CPU level, or its kind."""
+    if row.get("kind") == "cpu" and row.get("id") in CPU_COLOURS:
+        return str(row["id"])
     key = row.get("role") if row.get("kind") == "bot" else row.get("kind")
-    return ROLE_COLOURS.get(str(key), ROLE_COLOURS["?"])
+    return str(key) if key in ROLE_COLOURS else "?"
+
+
+def _colour(row: dict[str, Any]) -> str:
+    key = _colour_key(row)
+    return CPU_COLOURS.get(key) or ROLE_COLOURS[key]
+
+
+def legend(rows: Sequence[dict[str, Any]]) -> str:
+    """The chart's legend: one entry per colour of ``rows`` (the members drawn), in a
+    fixed order — roles, then kinds, then CPU levels — and nothing that is absent."""
+    keys = {_colour_key(r) for r in rows}
+    order = [k for k in ROLE_COLOURS if k in keys] + [k for k in CPU_COLOURS if k in keys]
+    if not order:
+        return ""
+    names = {"?": "other"}
+    return '<p class="muted" id="legend">' + " ".join(
+        f'<span class="legend" data-key="{esc(k)}"><span class="role" style="background:'
+        f'{CPU_COLOURS.get(k) or ROLE_COLOURS[k]}"></span>{esc(names.get(k, k))}</span>'
+        for k in order) + "</p>"
 
 
 def _when(t: float) -> str:
-    return _dt.datetime.fromtimestamp(t, _dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+    """A match's time as a UTC date; a stored time no calendar holds (1e308, a negative
+    one: stored by a service before the match-record rule had its window) is shown as
+    the number it is — the page never fails on a record."""
+    try:
+        return _dt.datetime.fromtimestamp(t, _dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+    except (ValueError, OverflowError, OSError):
+        return f"{t!r} (outside {TIME_WINDOW})"
 
 
 def _num(x: float | None, digits: int = 0) -> str:
@@ -71,16 +106,20 @@ def _num(x: float | None, digits: int = 0) -> str:
 
 # ---------------------------------------------------------------- the chart
 def drift_series(matches: Sequence[MatchRecord], ids: Sequence[str], k: float, initial: float,
-                 keep: set[str] | None = None) -> dict[str, list[tuple[int, float]]]:
-    """Each member's Elo after each of its matches, ``(match index, rating)``, thinned to
-    :data:`CHART_POINTS` (evenly, always keeping the last): the same replay as the
-    table's (``brawlkit.league.ratings.elo``), so a line ends at the table's rating."""
-    res = elo(matches, ids, k=k, initial=initial)
+                 keep: set[str] | None = None, anchor: tuple[str, float] | None = None,
+                 ) -> dict[str, list[tuple[int, float]]]:
+    """Each member's Elo after each of its rated matches, ``(match index, rating)``,
+    starting at its first match (where it joined, at the initial rating: a member that
+    first played at match 560 has no line before it), thinned to :data:`CHART_POINTS`
+    (evenly, always keeping the first and the last): the same replay as the table's
+    (``brawlkit.league.ratings.elo``, the same ``anchor``), so a line ends at the
+    table's rating."""
+    res = elo(matches, ids, k=k, initial=initial, anchor=anchor)
     series: dict[str, list[tuple[int, float]]] = {}
     for step in res.history:
         for mid, r in ((step.a, step.rating_a), (step.b, step.rating_b)):
             if keep is None or mid in keep:
-                series.setdefault(mid, [(0, initial)]).append((step.index + 1, r))
+                series.setdefault(mid, [(step.index, res.initial)]).append((step.index + 1, r))
     for mid, pts in series.items():
         if len(pts) > CHART_POINTS:
             stride = len(pts) / (CHART_POINTS - 1)
@@ -143,9 +182,10 @@ def _count(i: float) -> str:
 def _leaderboard(table: dict[str, Any], records: dict[str, dict[str, Any]],
                  active_id: str | None) -> str:
     head = ('<table id="leaderboard"><thead><tr><th class="num">#</th><th>member</th>'
-            '<th>kind</th><th>role</th><th class="num">gen</th><th class="num">Elo</th>'
-            '<th class="num">Bradley–Terry [lo, hi]</th><th class="num">games</th>'
-            '<th class="num">W–D–L</th><th>blob</th></tr></thead><tbody>')
+            '<th>kind</th><th>role</th><th class="num">gen</th>'
+            '<th class="num">Bradley–Terry [95 %]</th><th class="num">live Elo</th>'
+            '<th class="num">games</th><th class="num">W–D–L</th>'
+            '<th class="num">unrated</th><th>blob</th></tr></thead><tbody>')
     rows = []
     for n, r in enumerate(table["members"], 1):
         mid = str(r["id"])
@@ -153,9 +193,7 @@ def _leaderboard(table: dict[str, Any], records: dict[str, dict[str, Any]],
         badge = ' <span class="badge active-badge">active</span>' if mid == active_id else ""
         if rec is not None and rec.get("status") == "disabled":
             badge += ' <span class="muted">(disabled)</span>'
-        bt = _num(r["bt_rating"])
-        if r.get("bt_lo") is not None and r.get("bt_hi") is not None:
-            bt += f' <span class="muted">[{_num(r["bt_lo"])}, {_num(r["bt_hi"])}]</span>'
+        bt = esc(bt_text(r))
         blob = (f'<a class="blob" href="/league/blob/{esc(mid)}" download="{esc(mid)}.bpw">'
                 f'.bpw</a>' if rec is not None and rec.get("blob_sha256") else
                 '<span class="muted">–</span>')
@@ -165,9 +203,10 @@ def _leaderboard(table: dict[str, Any], records: dict[str, dict[str, Any]],
             f'<td class="num">{n}</td><td><span class="role" style="background:{_colour(r)}">'
             f'</span>{esc(mid)}{badge}</td><td>{esc(r.get("kind", ""))}</td>'
             f'<td>{esc(r["role"])}</td><td class="num">{esc(_gen(r.get("generation")))}</td>'
-            f'<td class="num elo">{r["rating"]:.1f}</td><td class="num bt">{bt}</td>'
+            f'<td class="num bt">{bt}</td><td class="num elo">{r["rating"]:.1f}</td>'
             f'<td class="num">{r["games"]}</td>'
-            f'<td class="num">{r["wins"]}–{r["draws"]}–{r["losses"]}</td><td>{blob}</td></tr>')
+            f'<td class="num">{r["wins"]}–{r["draws"]}–{r["losses"]}</td>'
+            f'<td class="num">{r.get("unrated", 0)}</td><td>{blob}</td></tr>')
     return head + "".join(rows) + "</tbody></table>"
 
 
@@ -208,16 +247,22 @@ def _lineages(records: Sequence[dict[str, Any]], active_id: str | None) -> str:
 
 
 def _recent(matches: Sequence[MatchRecord]) -> str:
+    """The last matches, newest first: each a real match (its own time, ticks and seed),
+    with how each side played where it was not the fixed player (``training``,
+    ``sampled``: not rated)."""
     if not matches:
         return '<p class="muted" id="recent-matches">No matches yet.</p>'
     verbs = {"win": "beat", "loss": "lost to", "draw": "drew with"}
     rows = []
     for m in list(matches)[-RECENT_MATCHES:][::-1]:
-        rows.append(f'<tr><td>{_when(m.time)}</td><td>{esc(m.a)}</td><td>{verbs[m.result]}</td>'
-                    f'<td>{esc(m.b)}</td><td class="num">{m.ticks}</td><td>{esc(m.source)}</td></tr>')
+        how = [f"{side} {p}" for side, p in (("a", m.a_policy), ("b", m.b_policy)) if p != "fixed"]
+        rows.append(f'<tr><td>{esc(_when(m.time))}</td><td>{esc(m.a)}</td><td>{verbs[m.result]}</td>'
+                    f'<td>{esc(m.b)}</td><td class="num">{m.ticks}</td>'
+                    f'<td class="num">{"–" if m.seed is None else m.seed}</td>'
+                    f'<td>{esc(m.source)}</td><td>{esc(", ".join(how)) or "rated"}</td></tr>')
     return ('<table id="recent-matches"><thead><tr><th>time (UTC)</th><th>a</th><th>result</th>'
-            '<th>b</th><th class="num">ticks</th><th>source</th></tr></thead><tbody>'
-            + "".join(rows) + "</tbody></table>")
+            '<th>b</th><th class="num">ticks</th><th class="num">seed</th><th>source</th>'
+            '<th>played as</th></tr></thead><tbody>' + "".join(rows) + "</tbody></table>")
 
 
 def render_page(table: dict[str, Any], records: Sequence[dict[str, Any]],
@@ -234,22 +279,28 @@ def render_page(table: dict[str, Any], records: Sequence[dict[str, Any]],
               f'download="{esc(active_id)}.bpw">download .bpw</a></p>' if active is not None
               else '<p id="active" class="muted">No checkpoint is active '
                    '(<code>python -m brawlkit registry activate ID</code>).</p>')
-    legend = " ".join(f'<span class="role" style="background:{c}"></span>{esc(k)}'
-                      for k, c in ROLE_COLOURS.items() if k != "?")
+    drawn = [r for r in table["members"] if r.get("games")]
     boot = table.get("bootstrap", 0)
+    anchor = table.get("anchor")
+    scale = (f"anchored at {esc(anchor['id'])} = {anchor['rating']:g}" if anchor else
+             "not anchored: the fixed ladder has not played (<code>python -m brawlkit elo "
+             "--ladder</code> on a league directory)")
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>BRAWLPIT league</title>
 <meta name="viewport" content="width=device-width, initial-scale=1"><style>{_CSS}</style></head>
 <body><header><h1>BRAWLPIT league</h1><span class="muted">signed in as <b>{esc(agent)}</b> ·
-<a href="/ratings">ratings JSON</a> · <form method="post" action="/league/logout">
+<a id="ratings-json" href="/league/ratings.json">ratings JSON</a> · <form method="post" action="/league/logout">
 <button type="submit">sign out</button></form></span></header>
 {banner}
 <h2>Leaderboard</h2>
-<p class="muted">{table["matches"]} matches · Elo K = {table["k"]:g}, initial {table["initial"]:g}
-· Bradley–Terry intervals from {boot} bootstrap resamples{"" if boot else " (none: no intervals)"}
+<p class="muted">{table["matches"]} matches, {table.get("rated_matches", table["matches"])} rated
+(both sides fixed players: a trainer's own episodes are not) · by Bradley–Terry, with 95 %
+intervals from {boot} bootstrap resamples{"" if boot else " (none: no intervals)"}; the live
+Elo (K = {table["k"]:g}) beside it · scale {scale} · "(few games)": fewer than 30 rated games
 — the <code>GET /ratings</code> table.</p>
 {_leaderboard(table, by_id, active_id)}
-<h2>Elo drift</h2><p class="muted">{legend}</p>
+<h2>Elo drift</h2><p class="muted">The live Elo after each rated match, each line from
+its member's first match.</p>{legend(drawn)}
 {chart}
 <h2>Lineage</h2>
 {_lineages(records, active_id)}
@@ -266,8 +317,10 @@ def login_page(message: str = "") -> str:
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>BRAWLPIT league: sign in</title>
 <style>{_CSS}</style></head><body><div class="login"><h1>BRAWLPIT league</h1>
-<p>Sign in with a registry agent (any scope: <code>python -m brawlkit registry add-agent NAME
---scope read</code> prints its secret).</p>{err}
+<p>Sign in with a registry agent (any scope). On the registry's machine,
+<code>python -m brawlkit registry add-agent NAME --scope read --data DATA</code> prints its
+secret, with <code>DATA</code> the directory this registry serves (<code>registry serve --data
+DATA</code>), or <code>--db URL</code> for its database.</p>{err}
 <form method="post" action="/league/login"><label>agent<input name="agent_id" autocomplete="username"
 required></label><label>secret<input name="secret" type="password" autocomplete="current-password"
 required></label><button type="submit">sign in</button></form></div></body></html>

@@ -33,13 +33,19 @@ from brawlkit.league.records import (
     ID_CHARS,
     ID_LEN,
     MAX_GENERATION,
+    MAX_SEED,
     MAX_TICKS,
+    MAX_TIME,
+    MIN_TIME,
     PLAYER_NAME_RE,
     SOURCE_LEN,
     Kind,
+    Policy,
     Result,
     id_problem,
+    match_policy,
     match_result,
+    match_seed,
     match_side,
     match_source,
     match_ticks,
@@ -50,7 +56,7 @@ from brawlkit.league.role_specs import check_role, settled_roles
 from brawlkit.registry.auth import MAX_TOKEN_CHARS, Scope
 from brawlkit.registry.database import TEXT_LEN, Status
 
-API_VERSION = "1.2"  # 1.1: players, tickets, kinds in /ratings; 1.2: revocation, 429
+API_VERSION = "1.3"  # 1.1: players, tickets, kinds in /ratings; 1.2: revocation, 429; 1.3: match seed and policies, time window, rated games and the anchor in /ratings
 #: how far ahead of the service's clock a checkpoint's ``created`` may be (clock skew
 #: between machines; a time further ahead would sort after every real registration)
 MAX_FUTURE_S = 24 * 3600
@@ -184,8 +190,8 @@ class MatchOut(BaseModel):
     """One match, as ``MatchRecord.to_json()`` writes it."""
 
     model_config = ConfigDict(extra="ignore")
-    time: Annotated[float, BeforeValidator(match_time)] = Field(
-        description="epoch seconds, finite")
+    time: Annotated[float, BeforeValidator(match_time), Field(ge=MIN_TIME, lt=MAX_TIME)] = Field(
+        description="when it ended, epoch seconds in [1970-01-01, 3000-01-01) UTC")
     a: Annotated[str, BeforeValidator(match_side), Field(
         min_length=1, max_length=ID_LEN, json_schema_extra={"pattern": ID_PATTERN})] = Field(
         description="a member id, player:NAME or anonymous")
@@ -195,6 +201,16 @@ class MatchOut(BaseModel):
         description="from a's side")
     ticks: Annotated[int, BeforeValidator(match_ticks), Field(ge=0, le=MAX_TICKS)] = 0
     source: Annotated[str, BeforeValidator(match_source), Field(max_length=SOURCE_LEN)] = ""
+    seed: Annotated[Annotated[int, Field(ge=0, le=MAX_SEED)] | None,
+                    BeforeValidator(match_seed)] = Field(
+        None, description="the game's match seed (absent: not chosen by the writer)")
+    a_policy: Annotated[Policy | None, BeforeValidator(
+        lambda v: None if v is None else match_policy(v, "a_policy"))] = Field(
+        None, description="how a played: fixed, sampled or training (absent: training for a "
+        "train:<role> source, else fixed)")
+    b_policy: Annotated[Policy | None, BeforeValidator(
+        lambda v: None if v is None else match_policy(v, "b_policy"))] = Field(
+        None, description="how b played (absent: fixed)")
 
 
 TicketText = Annotated[str, Field(max_length=MAX_TOKEN_CHARS)]
@@ -253,6 +269,14 @@ class RatingRow(BaseModel):
     bt_rating: float
     bt_lo: float | None
     bt_hi: float | None
+    unrated: int = Field(0, description="its games not rated (training episodes, sampled "
+                         "evaluations: a side that was not the fixed player)")
+    few_games: bool = Field(False, description="rated on fewer than 30 games: provisional")
+
+
+class Anchor(BaseModel):
+    id: str
+    rating: float
 
 
 class RatingsTable(BaseModel):
@@ -260,6 +284,11 @@ class RatingsTable(BaseModel):
 
     members: list[RatingRow]
     matches: int
+    rated_matches: int = Field(0, description="matches of two fixed players (the rated ones)")
+    elo_initial: float | None = Field(None, description="a new member's Elo on the shown "
+                                      "scale: initial, moved with the anchor (the mean of all)")
+    anchor: Anchor | None = Field(None, description="the player pinned to a fixed rating, "
+                                  "when it has rated games")
     k: float
     initial: float
     bootstrap: int

@@ -33,6 +33,7 @@ from pathlib import Path
 
 from brawlkit.league.directory import LeagueDir, PoolWarning
 from brawlkit.league.records import MatchRecord, Member, player_name
+from brawlkit.league.sink import MatchSink
 from brawlkit.registry.client import RegistryClient, RegistryError, RegistryUnavailable
 
 #: the match log a pull writes other locations' matches to
@@ -217,9 +218,9 @@ class RegistrySync:
     def _pull_matches(self) -> None:
         have = {m.sort_key for m in self.league.matches()}
         new = [m for m in self.client.matches() if m.sort_key not in have]
-        if new:
-            with self.league.writer(PULL_SOURCE) as w:
-                w.write_many(new)
+        if new:  # through the league's one match writer, as every match is
+            with MatchSink(self.league, PULL_SOURCE) as sink:
+                sink.write(sink.adopt(new))
 
 
 def connect(url: str, league: LeagueDir, location: str | None = None) -> RegistrySync:

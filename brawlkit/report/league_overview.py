@@ -228,25 +228,36 @@ def plot_entropy_and_spam(runs_root: str | Path, axes: Any = None,
 
 
 def plot_ratings_by_kind(entries: Sequence[dict[str, Any]], ax: Any = None, top: int = 40) -> Any:
-    """Bots and humans on one Elo scale: the ``top`` rated entries of a ratings list
-    (``elo --json``'s ``members``, or ``GET /ratings``), coloured by kind. Healthy: the
-    newest Main generations near the top, humans placed among the bots they beat."""
+    """Bots and humans on one scale: the ``top`` entries of a ratings list (``elo
+    --json``'s ``members``, or ``GET /ratings``) by Bradley–Terry, the headline, with its
+    95 % interval, the live Elo beside it (``x``), coloured by kind; a rating of few
+    games says so. Healthy: the newest Main generations near the top, the CPU levels in
+    order, humans placed among the bots they beat."""
     colours = {"bot": "tab:blue", "baseline": "black", "cpu": "tab:gray", "human": "tab:orange"}
-    rows = sorted((e for e in entries if e.get("games", 0)), key=lambda e: -float(e["rating"]))[:top]
+    rows = sorted((e for e in entries if e.get("games", 0)),
+                  key=lambda e: -float(e.get("bt_rating", e["rating"])))[:top]
     ax = _ax(ax, (10, max(3.0, 0.22 * len(rows) + 1)))
     if not rows:
         empty(ax, "no rated games yet")
         return ax
     y = np.arange(len(rows))[::-1]
     kinds = [str(e.get("kind", "bot")) for e in rows]
-    ax.barh(y, [float(e["rating"]) for e in rows], color=[colours.get(k, "tab:purple") for k in kinds])
-    ax.set_yticks(y, [str(e["id"]) for e in rows], fontsize=TICK_SIZE if len(rows) <= 25 else 7)
-    lo = min(float(e["rating"]) for e in rows)
-    ax.set_xlim(left=max(0.0, lo - 100))
-    from matplotlib.patches import Patch
+    for yi, e, k in zip(y, rows, kinds, strict=True):
+        c = colours.get(k, "tab:purple")
+        bt = float(e.get("bt_rating", e["rating"]))
+        if e.get("bt_lo") is not None and e.get("bt_hi") is not None:
+            ax.plot([e["bt_lo"], e["bt_hi"]], [yi, yi], color=c, lw=3, alpha=0.45)
+        ax.plot(bt, yi, "o", color=c, ms=5)
+        ax.plot(float(e["rating"]), yi, "x", color="k", ms=5)
+    few = [e.get("few_games", False) for e in rows]
+    ax.set_yticks(y, [f"{e['id']} (few games)" if f else str(e["id"]) for e, f in zip(rows, few, strict=True)],
+                  fontsize=TICK_SIZE if len(rows) <= 25 else 7)
+    from matplotlib.lines import Line2D
 
-    ax.legend(handles=[Patch(color=c, label=k) for k, c in colours.items() if k in kinds],
-              fontsize=LEGEND_SIZE, loc="lower right")
-    ax.set_xlabel("Elo")
+    handles = [Line2D([], [], color=c, marker="o", lw=3, alpha=0.7, label=f"{k}: BT (95 %)")
+               for k, c in colours.items() if k in kinds]
+    handles.append(Line2D([], [], color="k", marker="x", lw=0, label="live Elo"))
+    ax.legend(handles=handles, fontsize=LEGEND_SIZE, loc="lower right")
+    ax.set_xlabel("rating (Bradley–Terry with its 95 % interval; live Elo beside it)")
     ax.set_title("ratings of bots and humans (one scale)")
     return ax

@@ -18,20 +18,38 @@ from typing import Any
 import numpy as np
 
 from brawlkit.league.directory import LeagueDir
-from brawlkit.league.ratings import BTResult, EloResult, bradley_terry, cycles, elo, payoff_matrix
+from brawlkit.league.ratings import (
+    ANCHOR,
+    FEW_GAMES,
+    BTResult,
+    EloResult,
+    bradley_terry,
+    cycles,
+    elo,
+    payoff_matrix,
+)
 from brawlkit.league.records import MatchRecord, Member
 from brawlkit.league.role_specs import ROLE_SPECS, settled_roles
+from brawlkit.registry.league_page import CPU_COLOURS
 from brawlkit.report.axes import LEGEND_SIZE, TICK_SIZE, empty, generation_axis
 
 #: one colour per role: a trained role's from its declaration (brawlkit/league/role_specs.py,
-#: in declaration order), the permanent members in greys
+#: in declaration order), the permanent members in greys (each CPU level its own shade:
+#: the league page's :data:`~brawlkit.registry.league_page.CPU_COLOURS`)
 ROLE_COLOURS = {**{s.name: s.colour for s in settled_roles()},
                 "baseline": "black", "cpu": "tab:gray"}
 
 
+def member_colour(member_id: str, role: str) -> str:
+    """A member's colour on every plot: its CPU level's, else its role's."""
+    return CPU_COLOURS.get(member_id) or ROLE_COLOURS.get(role, "tab:purple")
+
+
 @dataclass
 class LeagueView:
-    """A league read once: members, matches, Elo replayed, Bradley–Terry fitted."""
+    """A league read once: members, matches, Elo replayed, Bradley–Terry fitted — only
+    the rated games (two fixed players), both scales anchored at cpu:1 = 1000 once the
+    fixed ladder has played (docs/ratings.md), as ``elo`` and the league page show them."""
 
     members: list[Member]
     matches: list[MatchRecord]
@@ -43,8 +61,14 @@ class LeagueView:
         pool = LeagueDir(league_dir, create=False)
         members, matches = pool.members(), pool.matches()
         ids = [m.id for m in members]
-        return cls(members, matches, elo(matches, ids),
-                   bradley_terry(matches, ids, bootstrap=bootstrap, seed=seed))
+        return cls(members, matches, elo(matches, ids, anchor=ANCHOR),
+                   bradley_terry(matches, ids, bootstrap=bootstrap, seed=seed, anchor=ANCHOR))
+
+    def label(self, member_id: str) -> str:
+        """The member's id, with ``(few games)`` when its rating rests on fewer than
+        :data:`~brawlkit.league.ratings.FEW_GAMES` rated games."""
+        few = self.elo.games.get(member_id, 0) < FEW_GAMES
+        return f"{member_id} (few games)" if few else member_id
 
     def role(self, member_id: str) -> str:
         return next((m.role for m in self.members if m.id == member_id), "?")
@@ -105,7 +129,7 @@ def describe(roles: Sequence[str] | None = None, members: Sequence[str] | None =
 def _role_legend(ax: Any, shown_roles: Sequence[str], **kw: Any) -> None:
     """A legend of exactly the roles drawn (in :data:`ROLE_COLOURS` order)."""
     for role in ROLE_COLOURS:
-        if role in shown_roles:
+        if role in shown_roles and role != "cpu":  # the CPU levels: one entry each
             ax.plot([], [], color=ROLE_COLOURS[role], label=role)
 
 
@@ -113,11 +137,11 @@ def plot_elo_drift(view: LeagueView, ax: Any = None, roles: Sequence[str] | None
                    members: Sequence[str] | None = None,
                    window: tuple[int, int] | None = None,
                    generations: tuple[int, int] | None = None) -> Any:
-    """Every selected member's Elo after each match it played, coloured by role.
-    A member that stopped training keeps a line: its rating still moves whenever
-    it is drawn as an opponent (the marker shows where it last played). With a few
-    members chosen by id, each gets its own legend entry; otherwise the legend lists
-    the roles drawn."""
+    """Every selected member's live Elo after each rated match it played, from its first
+    one, coloured by role (each CPU level its own shade).  A member that stopped
+    training keeps a line: its rating still moves whenever it is drawn as an opponent
+    (the marker shows where it last played). With a few members chosen by id, each gets
+    its own legend entry; otherwise the legend lists the roles and CPU levels drawn."""
     ax = _ax(ax)
     lo, hi = window or (0, len(view.matches))
     ids = view.select(roles, members, generations)
@@ -129,18 +153,22 @@ def plot_elo_drift(view: LeagueView, ax: Any = None, roles: Sequence[str] | None
         if not keep.any():
             continue
         role = view.role(mid)
-        colour = ROLE_COLOURS.get(role, "tab:purple")
+        colour = member_colour(mid, role)
         (line,) = ax.step(idx[keep], r[keep], where="post", lw=1.2 if per_member else 1.0,
                           alpha=0.8, color=None if per_member else colour,
                           label=mid if per_member else None)
         ax.plot(idx[keep][-1:], r[keep][-1:], "o", color=line.get_color(), ms=3)
-        shown.append(role)
+        shown.append(mid if mid in CPU_COLOURS else role)
     if not per_member:
         _role_legend(ax, shown)
+        for level, colour in CPU_COLOURS.items():
+            if level in shown:
+                ax.plot([], [], color=colour, label=level)
     ax.axhline(view.elo.initial, color="grey", ls=":", lw=1)
     ax.set_xlabel("match (log order)")
     ax.set_ylabel("Elo")
-    ax.set_title(f"Elo over matches {lo}–{hi} of {len(view.matches)} (K {view.elo.k:g})"
+    ax.set_title(f"live Elo over matches {lo}–{hi} of {len(view.matches)} (K {view.elo.k:g}; "
+                 "rated games)"
                  f"{describe(roles, members, generations)}", fontsize=10)
     if shown:
         ax.legend(fontsize=LEGEND_SIZE, ncol=5)
@@ -196,20 +224,21 @@ def plot_rating_by_generation(view: LeagueView, ax: Any = None,
 def plot_bt_vs_elo(view: LeagueView, ax: Any = None, roles: Sequence[str] | None = None,
                    members: Sequence[str] | None = None, top: int = 30,
                    generations: tuple[int, int] | None = None) -> Any:
-    """Bradley–Terry ratings with their bootstrap intervals beside the live Elo (the
-    ``top`` by Elo of the selection), coloured by role."""
+    """Bradley–Terry ratings with their bootstrap intervals (the headline) beside the
+    live Elo (the ``top`` by Bradley–Terry of the selection), coloured by role and CPU
+    level; a member of few rated games says so in its label."""
     ids = sorted(view.select(roles, members, generations),
-                 key=lambda i: -view.elo.ratings[i])[:top]
+                 key=lambda i: -view.bt.ratings[i].rating)[:top]
     ax = _ax(ax, (10, max(3.0, 0.25 * len(ids) + 1)))
     y = np.arange(len(ids))[::-1]
     for yi, mid in zip(y, ids, strict=True):
         b = view.bt.ratings[mid]
-        colour = ROLE_COLOURS.get(view.role(mid), "tab:purple")
+        colour = member_colour(mid, view.role(mid))
         if not (math.isnan(b.lo) or math.isnan(b.hi)):
             ax.plot([b.lo, b.hi], [yi, yi], color=colour, lw=2, alpha=0.5)
         ax.plot(b.rating, yi, "o", color=colour, ms=4)
         ax.plot(view.elo.ratings[mid], yi, "x", color="k", ms=5)
-    ax.set_yticks(y, ids, fontsize=TICK_SIZE)
+    ax.set_yticks(y, [view.label(i) for i in ids], fontsize=TICK_SIZE)
     for role in ROLE_COLOURS:
         if role in {view.role(i) for i in ids}:
             ax.plot([], [], "o-", color=ROLE_COLOURS[role], label=f"{role}: BT (95 % interval)")

@@ -8,9 +8,16 @@ import json
 import sys
 
 from brawlkit.common.cli_args import add_json_flag, add_progress_flag, command_parser
+from brawlkit.export.actor import checkpoint_meta
 from brawlkit.registry.client import RegistryError
 from brawlkit.training.checkpoints import DEFAULT_RUNS_ROOT
-from brawlkit.training.config import RunOptions, add_config_arguments, config_from_args
+from brawlkit.training.config import (
+    RunOptions,
+    TrainConfig,
+    add_config_arguments,
+    config_from_args,
+    parse_config_args,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -48,9 +55,12 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse(argv: list[str] | None) -> tuple[argparse.Namespace, TrainConfig, RunOptions]:
+    """(the arguments, the config, the run options) of ``train``'s command line, every
+    check that needs no file or server done (a mistake: one line, exit 2).  ``league
+    run`` checks the flags it passes on to each role here, before any role starts."""
     ap = build_parser()
-    args = ap.parse_args(argv)
+    args, chosen = parse_config_args(ap, argv)
     try:
         cfg = config_from_args(args)
     except ValueError as e:
@@ -62,8 +72,23 @@ def main(argv: list[str] | None = None) -> int:
     opts = RunOptions(run_dir=args.run_dir, runs_root=args.runs_root, resume=args.resume,
                       resume_if_any=args.resume_or_new, progress=not args.no_progress,
                       league_dir=args.league_dir, registry=args.registry,
-                      location=args.location,
+                      location=args.location, chosen=chosen,
                       time_budget_s=None if args.time_budget is None else 60.0 * args.time_budget)
+    try:
+        opts.validate()
+    except ValueError as e:
+        ap.error(str(e))
+    return args, cfg, opts
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, cfg, opts = parse(argv)
+    if cfg.init_from is not None:  # not a checkpoint at all: said before torch loads
+        try:
+            checkpoint_meta(cfg.init_from)
+        except (FileNotFoundError, ValueError) as e:
+            print(f"train: --init-from: {e}", file=sys.stderr)
+            return 2
     from brawlkit.training.ppo import train  # here: --help must not load torch
 
     try:

@@ -14,16 +14,17 @@ import argparse
 import dataclasses
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from brawlkit.env.rewards import REWARD_NAMES
 from brawlkit.env.vec_kinds import VEC_KINDS
+from brawlkit.league.records import BASELINE_ID
 from brawlkit.league.role_specs import ROLE_SPECS, role_names, settled_roles
 from brawlkit.wire.constants import check_action_repeat
-from brawlkit.wire.cpu_level import CPU_LEVELS
+from brawlkit.wire.cpu_level import CPU_LEVELS, CpuLevel
 
 #: the widest hidden layer a run may ask for (a .bpw of 2 x 1024 is ~4.5 MB raw)
 MAX_HIDDEN = 1024
@@ -106,6 +107,9 @@ class TrainConfig:
     hidden: tuple[int, ...] = _opt((64, 64), "hidden layer sizes of the actor and the critic "
                                    "(tanh); the .bpw and brawlpit_bot's C forward take any, its "
                                    "cost is `bench native --checkpoint`'s")
+    pipeline: bool = _opt(True, "the rollout keeps both cores busy: the server steps one half "
+                          "of the arenas while the trainer decides the other "
+                          "(training/rollout.py); false: SB3's serial loop")
     # --- PPO (stable-baselines3 names)
     learning_rate: float = _opt(3e-4, "Adam learning rate", aliases=("--lr",))
     n_steps: int = _opt(1024, "rollout length per env (shrunk so a generation holds a rollout)")
@@ -134,7 +138,14 @@ class TrainConfig:
                          "--kl-decay-steps) or exponential (halving every --kl-decay-steps)",
                          choices=KL_DECAYS)
     kl_decay_steps: int = _opt(0, "env steps of the --kl-coef decay; 0 = no decay")
-    # --- opponents: the CPU curriculum
+    # --- opponents: the CPU curriculum, or one fixed opponent
+    opponent: str | None = _opt(None, "train against this one opponent alone instead of the CPU "
+                                "curriculum: cpu:L, baseline, or the path of a policy .bpw "
+                                "(`export`), played deterministic as the league's frozen members "
+                                "are, at its own action repeat, which must be this run's. What "
+                                "`bench exploit` trains its exploiters with; not with "
+                                "--league-dir; baseline or a .bpw need --vec inproc, no --ray",
+                                metavar="SPEC")
     curriculum_k: int = _opt(10, "level L+1 unlocks after winning >= half of the last K games "
                              "at level L; also the window of the sampling win rate")
     curriculum_floor: float = _opt(0.05, "minimum sampling weight of an unlocked level")
@@ -179,9 +190,25 @@ class TrainConfig:
             raise ValueError(f"hidden must be 1 or more layer sizes in 1..{MAX_HIDDEN}, got "
                              f"{self.hidden}")
         self._validate_init()
+        self._validate_opponent()
         if any(lv not in CPU_LEVELS for lv in self.eval_levels):
             raise ValueError(f"eval_levels must be CPU levels {CPU_LEVELS[0]}..{CPU_LEVELS[-1]}, "
                              f"got {self.eval_levels}")
+
+    def _validate_opponent(self) -> None:
+        """The --opponent spec's form (a .bpw file itself is read when a run starts:
+        brawlkit/league/opponents.py ``fixed_opponent``)."""
+        if self.opponent is None:
+            return
+        if CpuLevel.is_spec(self.opponent):
+            CpuLevel.parse(self.opponent)  # ValueError naming the levels
+            return
+        if self.opponent != BASELINE_ID and not self.opponent.endswith(".bpw"):
+            raise ValueError(f"opponent must be cpu:L, {BASELINE_ID} or the path of a policy "
+                             f".bpw, got {self.opponent!r}")
+        if self.vec != "inproc" or self.ray is not None:
+            raise ValueError(f"opponent {self.opponent!r} plays in the trainer's process: it "
+                             "needs --vec inproc and no --ray (a cpu:L opponent plays anywhere)")
 
     def _validate_init(self) -> None:
         """The --init-from / KL settings (the checkpoint itself is checked when a run
@@ -272,6 +299,10 @@ class RunOptions:
     """this machine's name in the registry (default: the host name)"""
     time_budget_s: float | None = None
     """stop after the generation past which another would overrun this budget"""
+    chosen: frozenset[str] | None = None
+    """the :class:`TrainConfig` fields this call sets (the flags given, the notebook's
+    parameters): a resumed run keeps its own value of every other field (see
+    :func:`resumed_config`); None: the fields that differ from their defaults"""
 
     def validate(self) -> None:
         """``ValueError`` naming the first bad option and what it must be."""
@@ -305,10 +336,23 @@ def _coerce(tp: Any, value: Any) -> Any:
     return value
 
 
+def _boolean(text: str) -> bool:
+    """A yes/no flag value: true/false, yes/no, on/off, 1/0 (argparse's ``bool`` would
+    take "false" for True)."""
+    t = text.strip().lower()
+    if t in ("true", "yes", "on", "1"):
+        return True
+    if t in ("false", "no", "off", "0"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
 def _parse(tp: Any) -> Any:
     """The argparse ``type`` callable of a field type."""
     if typing.get_origin(tp) is tuple:
         return lambda s: tuple(int(x) for x in s.split(",") if x.strip())
+    if tp is bool:
+        return _boolean
     if typing.get_origin(tp) in (typing.Union, types.UnionType):
         inner = [a for a in typing.get_args(tp) if a is not type(None)][0]
 
@@ -318,11 +362,19 @@ def _parse(tp: Any) -> Any:
     return tp
 
 
-def add_config_arguments(parser: argparse.ArgumentParser) -> None:
-    """One ``--field-name`` per :class:`TrainConfig` field, with its default and help."""
-    group = parser.add_argument_group("training configuration (TrainConfig; docs/cli.md)")
+def add_config_arguments(parser: argparse.ArgumentParser,
+                         fields: Sequence[str] | None = None,
+                         title: str = "training configuration (TrainConfig; docs/cli.md)") -> None:
+    """One ``--field-name`` per :class:`TrainConfig` field (only ``fields`` when given:
+    ``imitate`` takes the network's and the run's), with its default and help: every
+    command that sets a TrainConfig field declares its flag here, never by hand."""
+    group = parser.add_argument_group(title)
     defaults = TrainConfig()
-    for f in dataclasses.fields(TrainConfig):
+    declared = [f for f in dataclasses.fields(TrainConfig) if fields is None or f.name in fields]
+    unknown = set(fields or ()) - {f.name for f in declared}
+    if unknown:
+        raise ValueError(f"not TrainConfig fields: {sorted(unknown)}")
+    for f in declared:
         tp = config_fields()[f.name]
         meta = dict(f.metadata)
         flags = [f"--{f.name.replace('_', '-')}", *meta.pop("aliases", ())]
@@ -332,9 +384,78 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
                            help=f"{meta.pop('help')} (default: {shown})".replace("%", "%%"), **meta)
 
 
-def config_from_args(args: argparse.Namespace) -> TrainConfig:
-    """The :class:`TrainConfig` of parsed arguments (validated)."""
-    return TrainConfig.from_dict({name: getattr(args, name) for name in config_fields()})
+def config_from_args(args: argparse.Namespace, fields: Sequence[str] | None = None) -> TrainConfig:
+    """The :class:`TrainConfig` of parsed arguments (validated); with ``fields``, only
+    those come from ``args`` (what :func:`add_config_arguments` declared), the rest are
+    the defaults."""
+    names = config_fields() if fields is None else fields
+    return TrainConfig.from_dict({name: getattr(args, name) for name in names})
+
+
+def parse_config_args(ap: argparse.ArgumentParser, argv: list[str] | None
+                      ) -> tuple[argparse.Namespace, frozenset[str]]:
+    """(``ap``'s arguments, the :class:`TrainConfig` fields whose flag ``argv`` gives):
+    a resume keeps the run's value of every field not given (``RunOptions.chosen``),
+    so "given" means on the command line, even at the default's value."""
+    unset = object()
+    names = config_fields()
+    ns = argparse.Namespace(**{name: unset for name in names})  # argparse leaves these
+    args = ap.parse_args(argv, namespace=ns)
+    defaults = TrainConfig()
+    chosen = frozenset(n for n in names if getattr(args, n) is not unset)
+    for n in names:
+        if n not in chosen:
+            setattr(args, n, getattr(defaults, n))
+    return args, chosen
+
+
+#: the fields a resumed run takes from the call, never from the run: how many generations
+#: to train now, and the machine's resources to train them with (another machine resumes)
+RESUME_OWN_FIELDS = frozenset({"generations", "n_envs", "servers", "vec", "ray", "ray_workers"})
+#: the fields a resume cannot change: the checkpoint's network plays at this cadence and
+#: input layout, with these layers
+RESUME_FIXED_FIELDS = frozenset({"action_repeat", "input_layout", "hidden"})
+
+
+def resumed_config(cfg: TrainConfig, run_config: dict[str, Any],
+                   chosen: frozenset[str] | None) -> tuple[TrainConfig, list[str]]:
+    """The config a resumed run trains with, and what this call changes of the run's own.
+
+    Every field is the run's (``run_config``: the resumed generation's metadata
+    ``config``) unless ``chosen`` names it (a flag or notebook parameter given now; None:
+    the fields of ``cfg`` that differ from the defaults), or it is one of
+    :data:`RESUME_OWN_FIELDS`.  Resuming Main from a notebook with other defaults than
+    ``make train``'s once changed its ``steps_per_generation`` and ``kl_coef``
+    silently; now only what the caller names changes, and each change is listed
+    (``"kl_coef 0.1 -> 0.0"``).  A setting the run recorded that TrainConfig no
+    longer has is listed as ignored.
+    """
+    names = config_fields()
+    if chosen is None:
+        defaults = TrainConfig()
+        chosen = frozenset(n for n in names if getattr(cfg, n) != getattr(defaults, n))
+    merged = cfg.to_dict()
+    changes: list[str] = []
+    for name, value in run_config.items():
+        if name not in names:
+            changes.append(f"{name} (no longer a setting: ignored)")
+            continue
+        if name in RESUME_OWN_FIELDS:
+            continue
+        theirs, ours = _coerce(names[name], value), getattr(cfg, name)
+        if name not in chosen:
+            merged[name] = theirs
+        elif theirs != ours and name in RESUME_FIXED_FIELDS:
+            raise ValueError(f"--{name.replace('_', '-')} {_shown(ours)}: a resumed run keeps "
+                             f"its {name} ({_shown(theirs)}), which its checkpoint was made "
+                             "for; drop the flag, or start a new run (without --resume)")
+        elif theirs != ours:
+            changes.append(f"{name} {_shown(theirs)} -> {_shown(ours)}")
+    return TrainConfig.from_dict(merged), changes
+
+
+def _shown(value: Any) -> str:
+    return ",".join(map(str, value)) if isinstance(value, tuple) else str(value)
 
 
 def markdown_table() -> str:

@@ -17,6 +17,7 @@ import collections
 import contextlib
 import json
 import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -32,9 +33,9 @@ from brawlkit.env.actions import ACT_DIM, ACTION_NAMES, N_PATTERNS, action_patte
 from brawlkit.env.fastlane import FastLane
 from brawlkit.env.observation import check_input_layout
 from brawlkit.env.rewards import OutcomeReward
-from brawlkit.export.actor import NumpyPolicy, load_checkpoint
+from brawlkit.export.actor import NumpyPolicy, checkpoint_meta, load_checkpoint
 from brawlkit.export.bpw import PolicyMeta
-from brawlkit.league.opponents import BaselinePolicy
+from brawlkit.league.opponents import BaselinePolicy, permanent_opponent
 from brawlkit.league.records import BASELINE_ID
 from brawlkit.wire.cpu_level import CpuLevel
 from brawlkit.wire.server_process import ServerGroup
@@ -161,7 +162,7 @@ def play_matches(policy: PolicyFn, jobs: Sequence[tuple[Any, int]], envs: Sequen
                     "outcome": info.get("outcome") or "draw", "ticks": int(info.get("tick", 0)),
                     "stock_diff": int(info["self_stocks"]) - int(info["other_stocks"]),
                     "spam_fraction": spam_fraction(counts[i]), "steps": int(steps[i]),
-                    "pressed": pressed[i] / max(int(steps[i]), 1),
+                    "pressed": pressed[i] / max(int(steps[i]), 1), "time": time.time(),
                 }
                 results.append(res)
                 if on_match is not None:
@@ -178,8 +179,9 @@ def play_matches(policy: PolicyFn, jobs: Sequence[tuple[Any, int]], envs: Sequen
 
 
 def summarize(results: list[dict[str, Any]], opponent: str) -> dict[str, Any]:
-    """Counts, rates and playstyle of one opponent's matches; ``matches`` keeps each
-    match (seed, outcome, ticks) for whoever records them."""
+    """Counts, rates and playstyle of one opponent's matches, and under ``"matches"``
+    every match itself (seed, outcome, ticks, end time: what the league's match log
+    records)."""
     n = len(results)
     wins = sum(r["outcome"] == "win" for r in results)
     draws = sum(r["outcome"] == "draw" for r in results)
@@ -201,7 +203,8 @@ def summarize(results: list[dict[str, Any]], opponent: str) -> dict[str, Any]:
         # press-only button (the finisher) shows up here
         "press_rate": {name: round(float(np.mean([r["pressed"][b] for r in results])), 4)
                        if n else 0.0 for b, name in enumerate(ACTION_NAMES[2:])},
-        "matches": [{k: r[k] for k in ("seed", "outcome", "ticks", "stock_diff")} for r in results],
+        "matches": [{"seed": r.get("seed"), "outcome": r["outcome"], "ticks": r["ticks"],
+                     "time": r.get("time")} for r in results],
     }
 
 
@@ -210,7 +213,8 @@ def evaluate_model(model: Any, levels: Sequence[int], episodes: int, envs: Seque
     """A live SB3 model vs each CPU level, the same match seeds every call: the
     deterministic policy (what ships; the top-level numbers) and, under ``"sampled"``,
     the stochastic one PPO trains with.  Every level's matches play at once, as many as
-    there are ``envs``."""
+    there are ``envs``; each result has its matches one by one under ``"matches"`` (seed,
+    outcome, ticks, end time): the league writes them as records."""
     det = NumpyPolicy.from_sb3(model.policy, meta)
     sampled = SampledPolicy.from_sb3(model.policy, meta, seed)
     cpus = [CpuLevel(lv) for lv in levels]
@@ -349,8 +353,18 @@ def main(argv: list[str] | None = None) -> int:
                     help=f"matches played at once, arenas of one server (default {EVAL_ARENAS})")
     add_json_flag(ap)
     args = ap.parse_args(argv)
-    if not Path(args.checkpoint).is_file():
-        print(f"eval: checkpoint {args.checkpoint} not found", file=sys.stderr)
+    # every mistake refused here, in a second, before torch loads or a server starts
+    try:
+        permanent_opponent(args.vs)
+    except ValueError as e:
+        ap.error(f"--vs: {e}")
+    for flag, value in (("--episodes", args.episodes), ("--n-envs", args.n_envs)):
+        if value < 1:
+            ap.error(f"{flag} must be >= 1, got {value}")
+    try:
+        checkpoint_meta(args.checkpoint)
+    except (FileNotFoundError, ValueError) as e:
+        print(f"eval: --checkpoint: {e}", file=sys.stderr)
         return 2
     res = evaluate(args.checkpoint, args.vs, args.episodes, args.seed, args.n_envs)
     if args.json:

@@ -51,8 +51,13 @@ from typing import Any
 
 import numpy as np
 
+from brawlkit.common.cli_args import command_parser
 from brawlkit.env.actions import ACTION_NAMES
-from brawlkit.training.config import DEFAULT_RUNS_ROOT, TrainConfig
+from brawlkit.training.config import (
+    DEFAULT_RUNS_ROOT,
+    TrainConfig,
+    add_config_arguments,
+)
 from brawlkit.training.demos import LABEL_RULES, DemoSet, collect_demos, concat, demos_from_replay
 from brawlkit.wire.cpu_level import CPU_LEVELS
 
@@ -590,14 +595,14 @@ def _reusable_clone(run_dir: Path, icfg: ImitationConfig, cfg: TrainConfig) -> P
         return None
     try:
         meta = json.loads(meta_path.read_text())
-        stored = (meta["imitation"]["settings"], {k: meta["config"][k] for k in (*_TRAIN_FIELDS, *CLONE_SHAPE)})
+        stored = (meta["imitation"]["settings"], {k: meta["config"][k] for k in (*TRAIN_FIELDS, *CLONE_SHAPE)})
     except (OSError, ValueError, KeyError, TypeError):
         stored = None
     if stored is None or len(list_checkpoints(run_dir)) != 1:
         raise FileExistsError(f"{run_dir} holds checkpoints that are not one imitation clone: "
                               "choose another clone directory")
     want = json.loads(json.dumps((asdict(icfg), {k: cfg.to_dict()[k]
-                                                 for k in (*_TRAIN_FIELDS, *CLONE_SHAPE)})))
+                                                 for k in (*TRAIN_FIELDS, *CLONE_SHAPE)})))
     if list(stored) == want and zip_path.is_file():
         return zip_path
     print(f"{run_dir}: its clone was built with other settings; building it again",
@@ -668,9 +673,9 @@ def _levels(text: str) -> tuple[int, ...]:
 
 
 def table_main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(
-        prog="python -m brawlkit imitate table",
-        description="The held-teacher table: what a perfect clone of each label rule wins -- "
+    ap = command_parser(
+        "imitate table",
+        "The held-teacher table: what a perfect clone of each label rule wins -- "
         "the CPU teacher itself deciding every R ticks, against the level below and its own "
         "(docs/imitation.md).")
     ap.add_argument("--teachers", type=_levels, default=(4, 6, 8), help="teacher levels (4,6,8)")
@@ -697,11 +702,18 @@ def table_main(argv: list[str]) -> int:
     return 0
 
 
+#: the TrainConfig fields ``imitate`` takes, with ``train``'s flags (declared once, by
+#: :func:`~brawlkit.training.config.add_config_arguments`): the network it builds, the
+#: action repeat and input layout it plays at, the value warm-up's reward, the evaluation
+TRAIN_FIELDS = ("role", "seed", "action_repeat", "input_layout", "reward", "gamma",
+                "log_std_init", "hidden", "eval_levels", "eval_episodes")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    d, t = ImitationConfig(), TrainConfig()
-    ap = argparse.ArgumentParser(
-        prog="python -m brawlkit imitate",
-        description="Behaviour-clone the PPO actor (and warm up its critic) from CPU matches "
+    d = ImitationConfig()
+    ap = command_parser(
+        "imitate",
+        "Behaviour-clone the PPO actor (and warm up its critic) from CPU matches "
         "simulated in C, saved demo sets and .bpr replays; writes an ordinary checkpoint "
         "runs/<role>/<run>/gen_0000.zip + .json for eval, export and train --init-from "
         "(docs/imitation.md). `python -m brawlkit imitate table --help`: the held-teacher table.")
@@ -738,18 +750,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--dagger-epochs", type=int, default=d.dagger_epochs, help=f"({d.dagger_epochs})")
     g.add_argument("--c-eval-matches", type=int, default=d.c_eval_matches,
                    help=f"the clone vs CPU 1-8 in C, matches per level; 0 = skip ({d.c_eval_matches})")
-    g = ap.add_argument_group("the network and the run (TrainConfig fields, as `train`'s)")
-    g.add_argument("--role", default=t.role, help=f"runs/<role>/ ({t.role})")
-    g.add_argument("--seed", type=int, default=t.seed, help=f"matches, split, weights ({t.seed})")
-    g.add_argument("--action-repeat", type=int, default=t.action_repeat, help=f"({t.action_repeat})")
-    g.add_argument("--input-layout", type=int, choices=(1, 2), default=t.input_layout,
-                   help=f"({t.input_layout})")
-    g.add_argument("--reward", default=t.reward, help=f"the value warm-up's reward ({t.reward})")
-    g.add_argument("--gamma", type=float, default=t.gamma, help=f"the value warm-up's ({t.gamma})")
-    g.add_argument("--log-std-init", type=float, default=t.log_std_init, help=f"({t.log_std_init})")
-    g.add_argument("--eval-levels", type=_levels, default=t.eval_levels, help="(1,3,5)")
-    g.add_argument("--eval-episodes", type=int, default=t.eval_episodes,
-                   help=f"matches per level over UDP at the end; 0 = skip ({t.eval_episodes})")
+    add_config_arguments(ap, TRAIN_FIELDS, "the network and the run (TrainConfig's flags, "
+                         "as `train` takes them; --reward and --gamma: the value warm-up's)")
+    g = ap.add_argument_group("where the checkpoint goes")
     g.add_argument("--run-dir", default=None, help="default runs/<role>/<time>-s<seed>")
     g.add_argument("--runs-root", default=DEFAULT_RUNS_ROOT)
     g.add_argument("--no-progress", action="store_true", help="no tqdm bar")
@@ -763,8 +766,6 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
-_TRAIN_FIELDS = ("role", "seed", "action_repeat", "input_layout", "reward", "gamma",
-                 "log_std_init", "eval_levels", "eval_episodes")
 
 
 def _configs(args: argparse.Namespace, like: TrainConfig | None = None
@@ -774,7 +775,7 @@ def _configs(args: argparse.Namespace, like: TrainConfig | None = None
     config, so the clone is one ``train --init-from`` accepts."""
     names = set(ImitationConfig.__dataclass_fields__)
     shape = {k: getattr(like, k) for k in CLONE_SHAPE} if like is not None else {}
-    cfg = TrainConfig.from_dict({**{k: getattr(args, k) for k in _TRAIN_FIELDS}, **shape})
+    cfg = TrainConfig.from_dict({**{k: getattr(args, k) for k in TRAIN_FIELDS}, **shape})
     kw: dict[str, Any] = {k: (tuple(v) if isinstance(v, list) else v)
                           for k, v in vars(args).items() if k in names}
     icfg = ImitationConfig(**kw)

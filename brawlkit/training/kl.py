@@ -48,6 +48,7 @@ from stable_baselines3.common.utils import explained_variance
 from torch.nn import functional as F
 
 from brawlkit.export.actor import load_sb3_policy
+from brawlkit.training.rollout import PipelinedRollout
 
 
 @dataclass(frozen=True)
@@ -101,7 +102,7 @@ class ReferencePolicy:
             return gaussian_kl(mean, policy.log_std, ref_mean, ref_log_std).mean()
 
 
-class KLPPO(PPO):
+class KLPPO(PipelinedRollout):
     """SB3's PPO with ``kl_schedule(t) * KL(policy || kl_reference)`` in its loss (the
     module docstring says exactly how).  Set :attr:`kl_reference` and
     :attr:`kl_schedule` after building or loading (:func:`attach_reference`)."""
@@ -200,8 +201,9 @@ class KLPPO(PPO):
 
 
 def ppo_class(cfg: Any) -> type[PPO]:
-    """SB3's ``PPO`` for a run without the KL term, :class:`KLPPO` with it."""
-    return KLPPO if cfg.kl_coef > 0 else PPO
+    """SB3's ``PPO`` with the pipelined rollout (training/rollout.py) for a run without
+    the KL term, :class:`KLPPO` (the same, plus the KL term) with it."""
+    return KLPPO if cfg.kl_coef > 0 else PipelinedRollout
 
 
 def attach_reference(model: Any, cfg: Any) -> None:

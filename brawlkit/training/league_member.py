@@ -9,8 +9,12 @@ The trainer (``brawlkit.training.ppo.train(cfg, league_dir=...)``) calls:
   ticks), buffered: the match log only ever names registered members, so the
   buffer is written when the generation that played those matches registers;
 * :meth:`register` — after a generation is saved: export the ``.bpw``, add the
-  member (zip + blob + record) to the pool, write its buffered matches and its
-  evaluation matches against the CPU levels, refresh the sampler's pool.
+  member (zip + blob + record) to the pool, write its buffered matches (side a
+  ``training``: the sampled policy that was still learning, not the member) and its
+  evaluation matches against the CPU levels, one record per match played (side a
+  ``fixed`` for the deterministic policy that ships, ``sampled`` for its noisy twin),
+  through the league's one match writer (:class:`~brawlkit.league.sink.MatchSink`),
+  and refresh the sampler's pool.
 
 With a :class:`~brawlkit.registry.sync.RegistrySync` (``train --registry URL``,
 docs/registry.md) every registered generation and its matches are also pushed to
@@ -33,6 +37,7 @@ from brawlkit.league.directory import LeagueDir
 from brawlkit.league.records import MatchRecord, Member, MemberId
 from brawlkit.league.role_specs import ROLE_SPECS
 from brawlkit.league.roles import LeagueSampler
+from brawlkit.league.sink import MatchSink
 from brawlkit.registry.sync import RegistrySync
 from brawlkit.wire.cpu_level import CpuLevel
 
@@ -63,15 +68,17 @@ class LeagueTrainee:
         if self.sync is not None:
             self.sync.pull()
         self._refresh()
-        self.writer = self.pool.writer(source=f"train:{cfg.role}")
-        self._episodes: list[tuple[float, str, str, int]] = []
+        self.sink = MatchSink(self.pool, source=f"train:{cfg.role}")
+        self._episodes: list[dict[str, Any]] = []
 
     def member_id(self, generation: int) -> str:
         """The id generation ``generation`` of this run registers under."""
         return str(MemberId(self.cfg.role, self.run_name, generation))
 
     def on_episode(self, opponent: str, outcome: str, ticks: int) -> None:
-        self._episodes.append((time.time(), opponent, outcome, int(ticks)))
+        """One finished training episode, kept until the generation registers."""
+        self._episodes.append({"b": opponent, "result": outcome, "ticks": int(ticks),
+                               "time": time.time()})
 
     def register(self, generation: int, model: Any, checkpoint: Path, meta: PolicyMeta,
                  parent: str | None, evals: dict[str, dict[str, Any]]) -> Member:
@@ -84,27 +91,30 @@ class LeagueTrainee:
                 Member(id=member_id, role=self.cfg.role, generation=generation, parent=parent,
                        settings={**self.cfg.to_dict(), "stats": policy_stats(model)}),
                 checkpoint=checkpoint, blob=blob)
-        records = [MatchRecord(time=t, a=member_id, b=opp, result=outcome, ticks=ticks,
-                               source=f"train:{self.cfg.role}")
-                   for t, opp, outcome, ticks in self._episodes]
-        self._episodes = []
-        # the deterministic evaluation: real matches too, each its own time (a match is
-        # its content, here and in the registry: identical records would count once)
-        now, k = time.time(), 0
-        for name, ev in evals.items():
-            opp = CpuLevel.from_key(name).spec
-            for result, n in (("win", ev["wins"]), ("draw", ev["draws"]), ("loss", ev["losses"])):
-                for _ in range(int(n)):
-                    records.append(MatchRecord(time=now + 1e-5 * k, a=member_id, b=opp,
-                                               result=result, ticks=int(ev["mean_ticks"]),
-                                               source="eval"))
-                    k += 1
-        self.writer.write_many(records)
+        records = self.match_records(member_id, evals)
+        self.sink.write(records)
         if self.sync is not None:  # share it, then take in what the other locations made
             self.sync.push(member, records)
             self.sync.pull()
         self._refresh()
         return member
+
+    def match_records(self, member_id: str, evals: dict[str, dict[str, Any]]) -> list[MatchRecord]:
+        """The generation's matches as records, each a real match: its training episodes
+        (``a_policy`` ``training``: the sampled, still-changing policy — kept in the log
+        for PFSP, the curriculum and the plots, never rated) and its evaluation matches
+        (source ``eval``, each with its own seed, ticks and end time; ``fixed`` for the
+        deterministic policy that ships, ``sampled`` for the noisy one)."""
+        records = self.sink.records(self._episodes, a=member_id, a_policy="training")
+        self._episodes = []
+        evaluated: list[dict[str, Any]] = []
+        for name, ev in evals.items():
+            opp = CpuLevel.from_key(name).spec
+            for played, policy in ((ev, "fixed"), (ev.get("sampled") or {}, "sampled")):
+                evaluated += [{"b": opp, "result": m["outcome"], "ticks": m["ticks"],
+                               "seed": m.get("seed"), "time": m.get("time"),
+                               "a_policy": policy} for m in played.get("matches", ())]
+        return records + self.sink.records(evaluated, a=member_id, source="eval")
 
     def _refresh(self) -> None:
         """Hand the sampler the pool as it is now, less what the registry disabled."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -28,9 +29,11 @@ from typing import TextIO
 from brawlkit.common.cli_args import add_progress_flag, command_parser
 from brawlkit.common.kernel import in_kernel
 from brawlkit.league.directory import LeagueDir
+from brawlkit.league.opponents import permanent_opponent
 from brawlkit.league.role_specs import role_names
 from brawlkit.training.config import TrainConfig
 from brawlkit.training.evaluate import evaluate_shipped
+from brawlkit.training.ladder import BASELINE_GAMES, ensure_ladder
 from brawlkit.wire.server_process import usable_cores
 
 _GEN = re.compile(r"^gen (\d+): steps (\d+) (.*)$")
@@ -127,9 +130,17 @@ def _read(proc: subprocess.Popen[str], role: str, status: dict[str, str], log: P
 
 
 def run(league_dir: str, roles: list[str], train_args: list[str], runs_root: str,
-        progress: bool = True) -> int:
-    """Run ``roles`` concurrently; returns the worst child exit code (0 = all ended well)."""
+        progress: bool = True, ladder_baseline_games: int = BASELINE_GAMES) -> int:
+    """Record the fixed ladder if the league lacks it (:func:`ensure_ladder`: once per
+    league, before any role, so three roles never play it three times), then run
+    ``roles`` concurrently; returns the worst child exit code (0 = all ended well)."""
     Path(league_dir).mkdir(parents=True, exist_ok=True)
+    try:
+        ensure_ladder(LeagueDir(league_dir), baseline_games=ladder_baseline_games,
+                      say=lambda s: print(f"league: {s}", file=sys.stderr))
+    except KeyboardInterrupt:  # nothing of it written: the next run plays it
+        print("\nleague: stopped while the ladder played", file=sys.stderr)
+        return 130
     logs = Path(league_dir) / "logs"
     logs.mkdir(exist_ok=True)
     env = dict(os.environ)
@@ -243,20 +254,21 @@ def report(league_dir: str, vs: list[str], matches: int, target: float,
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    train_args: list[str] = []
-    if "--" in argv:
-        k = argv.index("--")
-        argv, train_args = argv[:k], argv[k + 1:]
-    ap = command_parser("league", __doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+def build_parser() -> argparse.ArgumentParser:
+    """``league``'s parser: ``run`` and ``report``."""
+    ap = command_parser("league", __doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
-    r = sub.add_parser("run", help="train every role concurrently on one league directory")
+    r = sub.add_parser("run", help="train every role concurrently on one league directory",
+                       usage="python -m brawlkit league run --league-dir DIR [--roles R,...] "
+                       "[--runs-root DIR] [--no-progress] [-- TRAIN FLAGS...]")
     r.add_argument("--league-dir", required=True)
     r.add_argument("--roles", default=",".join(role_names()),
                    help=f"comma list of roles (default {','.join(role_names())})")
     r.add_argument("--runs-root", default="runs", help="where each role's run directory goes")
+    r.add_argument("--ladder-baseline-games", type=int, default=BASELINE_GAMES,
+                   help="the fixed ladder, played once per league before the roles: the "
+                   f"baseline's games against each CPU level (default {BASELINE_GAMES}; 0: the "
+                   "CPU pairs only, in C, a few seconds)")
     add_progress_flag(r)
     rp = sub.add_parser("report", help="judge Main's newest generation on fresh matches")
     rp.add_argument("--league-dir", required=True)
@@ -265,11 +277,44 @@ def main(argv: list[str] | None = None) -> int:
     rp.add_argument("--matches", type=int, default=50, help="fresh matches each (default 50)")
     rp.add_argument("--target", type=float, default=0.8, help="the verdict's aim (default 0.8)")
     add_progress_flag(rp)
-    args = ap.parse_args(argv)
+    return ap
+
+
+def _subparser(ap: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
+    return next(a for a in ap._actions if isinstance(a, argparse._SubParsersAction)
+                ).choices[name]
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    train_args: list[str] = []
+    if "--" in argv:
+        k = argv.index("--")
+        argv, train_args = argv[:k], argv[k + 1:]
+    ap = build_parser()
+    args, extra = ap.parse_known_args(argv)
+    sub = _subparser(ap, args.cmd)
+    if extra:
+        from brawlkit.training.cli import build_parser as train_parser
+
+        hint = ""
+        if args.cmd == "run" and not train_parser().parse_known_args(extra)[1]:
+            hint = ("; they are `train`'s flags, which go after `--`: python -m brawlkit league "
+                    f"run --league-dir {shlex.quote(args.league_dir)} -- {shlex.join(extra)}")
+        sub.error(f"unrecognized arguments: {' '.join(extra)}{hint}")
     if args.cmd == "report":
+        if train_args:
+            sub.error(f"`league report` passes nothing to `train`: drop `-- {' '.join(train_args)}`")
+        vs = [x.strip() for x in args.vs.split(",") if x.strip()]
+        try:  # refused here, not after Main's checkpoint loads
+            vs = [permanent_opponent(x) for x in vs] or [permanent_opponent(args.vs)]
+        except ValueError as e:
+            sub.error(f"--vs (comma-separated opponents): {e}")
+        if args.matches < 1:
+            sub.error(f"--matches must be >= 1, got {args.matches}")
         try:
-            print(report(args.league_dir, [x.strip() for x in args.vs.split(",") if x.strip()],
-                         args.matches, args.target, progress=not args.no_progress))
+            print(report(args.league_dir, vs, args.matches, args.target,
+                         progress=not args.no_progress))
         except (FileNotFoundError, ValueError) as e:
             print(f"league report: {e}", file=sys.stderr)
             return 2
@@ -277,5 +322,13 @@ def main(argv: list[str] | None = None) -> int:
     roles = [x.strip() for x in args.roles.split(",") if x.strip()]
     bad = [x for x in roles if x not in role_names()]
     if bad or not roles:
-        ap.error(f"unknown role(s) {bad}; roles are {', '.join(role_names())}")
-    return run(args.league_dir, roles, train_args, args.runs_root, progress=not args.no_progress)
+        sub.error(f"unknown role(s) {bad}; roles are {', '.join(role_names())}")
+    if args.ladder_baseline_games < 0:
+        sub.error("--ladder-baseline-games must be >= 0")
+    # each role's `train` would refuse a bad flag after starting: refuse it once, now
+    from brawlkit.training.cli import parse as parse_train
+
+    parse_train(["--role", roles[0], "--league-dir", args.league_dir, "--runs-root",
+                 args.runs_root, *train_args])
+    return run(args.league_dir, roles, train_args, args.runs_root, progress=not args.no_progress,
+               ladder_baseline_games=args.ladder_baseline_games)

@@ -9,9 +9,10 @@ One run, step by step (the steps of :func:`train`, in order):
    when there is nothing local to resume (``training/checkpoints.py``);
 2. run directory: a fresh ``runs/<role>/<time>-s<seed>``, or the newest run of
    the role with ``resume=True``;
-3. opponents: the :class:`~brawlkit.league.CpuCurriculum`, or with ``--league-dir``
-   the role's league sampler (:class:`~brawlkit.training.league_member.LeagueTrainee`);
-   its state resumes too;
+3. opponents: the :class:`~brawlkit.league.CpuCurriculum`, with ``--opponent`` that
+   one opponent alone (:class:`~brawlkit.league.curriculum.SingleOpponent`), or with
+   ``--league-dir`` the role's league sampler
+   (:class:`~brawlkit.training.league_member.LeagueTrainee`); its state resumes too;
 4. envs: :class:`~brawlkit.training.envs.TrainingEnvs` — the N training envs (arenas
    of a shared server group, stepped together through the fast lane; or subprocess
    or Ray envs) and two evaluation envs;
@@ -50,8 +51,9 @@ from brawlkit.env.dummy import ZeroCostEnv
 from brawlkit.env.rewards import make_reward, reward_config
 from brawlkit.export.actor import network_description, policy_kwargs
 from brawlkit.export.bpw import PolicyMeta
-from brawlkit.league.curriculum import CpuCurriculum
+from brawlkit.league.curriculum import CpuCurriculum, SingleOpponent
 from brawlkit.league.directory import LeagueDir
+from brawlkit.league.opponents import fixed_opponent
 from brawlkit.registry.sync import RegistrySync, connect
 from brawlkit.training.callbacks import TrainCallback
 from brawlkit.training.checkpoints import (
@@ -66,7 +68,7 @@ from brawlkit.training.checkpoints import (
     stamp_model,
     update_best,
 )
-from brawlkit.training.config import RunOptions, TrainConfig
+from brawlkit.training.config import RunOptions, TrainConfig, resumed_config
 from brawlkit.training.envs import TrainingEnvs
 from brawlkit.training.evaluate import evaluate_model
 from brawlkit.training.kl import attach_reference, ppo_class
@@ -115,15 +117,22 @@ def policy_meta(cfg: TrainConfig) -> PolicyMeta:
                       reward=cfg.reward.partition(":")[0])
 
 
+def ppo_hyperparameters(cfg: TrainConfig) -> dict[str, Any]:
+    """SB3 PPO's hyperparameters from ``cfg``: what a fresh model is built with and what
+    a resumed one is loaded with (so a flag given on a resume takes effect)."""
+    return dict(learning_rate=cfg.learning_rate, n_steps=cfg.ppo_n_steps(),
+                batch_size=cfg.ppo_batch_size(), n_epochs=cfg.n_epochs, gamma=cfg.gamma,
+                gae_lambda=cfg.gae_lambda, clip_range=cfg.clip_range, ent_coef=cfg.ent_coef)
+
+
 def build_model(cfg: TrainConfig, venv: Any) -> Any:
     """A fresh SB3 PPO of the project's network with ``cfg``'s hyperparameters (with
     ``cfg.kl_coef`` > 0 the KL-penalised subclass, its reference attached: kl.py)."""
     model = ppo_class(cfg)(
-        "MlpPolicy", venv, learning_rate=cfg.learning_rate, n_steps=cfg.ppo_n_steps(),
-        batch_size=cfg.ppo_batch_size(), n_epochs=cfg.n_epochs, gamma=cfg.gamma,
-        gae_lambda=cfg.gae_lambda, clip_range=cfg.clip_range, ent_coef=cfg.ent_coef,
+        "MlpPolicy", venv, **ppo_hyperparameters(cfg),
         policy_kwargs=policy_kwargs(cfg.log_std_init, cfg.hidden), seed=cfg.seed, device="cpu", verbose=0,
     )
+    model.pipeline = cfg.pipeline  # type: ignore[attr-defined]
     stamp_model(model, policy_meta(cfg))
     attach_reference(model, cfg)
     return model
@@ -166,12 +175,16 @@ def train(cfg: TrainConfig | None = None, options: RunOptions | None = None,
     opts = dataclasses.replace(options or RunOptions(), **run_options)
     opts.validate()
     init = check_init_from(cfg)  # --init-from: refused here, before any server starts
+    single = _single_opponent(cfg, opts)  # --opponent: likewise
     limit_threads()
     reward_weights = reward_config(make_reward(cfg.reward))  # fails fast on a bad reward spec
     sync = _connect_registry(cfg, opts)
     rdir, resume_from = _open_run_dir(cfg, opts)
+    if resume_from is not None:  # the run's own settings, but for what this call changes
+        cfg = _resumed(cfg, opts, rdir, resume_from)
+        reward_weights = reward_config(make_reward(cfg.reward))
     start_gen = int(resume_from["generation"]) + 1 if resume_from else 0
-    league, sampler = _opponents(cfg, opts, rdir.name, start_gen, resume_from, sync)
+    league, sampler = _opponents(cfg, opts, rdir.name, start_gen, resume_from, sync, single)
     result = TrainResult(run_dir=rdir)
     t0 = time.perf_counter()
     try:
@@ -224,18 +237,49 @@ def _open_run_dir(cfg: TrainConfig, opts: RunOptions) -> tuple[Path, dict[str, A
     return rd, None
 
 
-def _opponents(cfg: TrainConfig, opts: RunOptions, run_name: str, start_gen: int,
-               resume_from: dict[str, Any] | None,
-               sync: RegistrySync | None) -> tuple[LeagueTrainee | None, Any]:
-    """(the league side of the run or None, the opponent sampler), its state resumed."""
-    league = None
+def _resumed(cfg: TrainConfig, opts: RunOptions, rdir: Path,
+             resume_from: dict[str, Any]) -> TrainConfig:
+    """The config the resumed run continues with (:func:`resumed_config`); says on
+    stderr which of the run's settings this call changes."""
+    new, changes = resumed_config(cfg, resume_from.get("config") or {}, opts.chosen)
+    if new.kl_coef > 0 and new.init_from and not Path(new.init_from).is_file():
+        # e.g. resumed from a registry on a fresh machine, the clone left behind
+        raise FileNotFoundError(
+            f"the resumed run's KL term (kl_coef {new.kl_coef}) pulls toward its --init-from "
+            f"{new.init_from}, which is not on this machine: pass --init-from CKPT (that "
+            "checkpoint) or --kl-coef 0")
+    gen = int(resume_from["generation"])
+    print(f"resume {rdir} after generation {gen}: the run's settings"
+          + (f", changed by this call: {'; '.join(changes)}" if changes else ", none changed"),
+          file=sys.stderr)
+    return new
+
+
+def _single_opponent(cfg: TrainConfig, opts: RunOptions) -> SingleOpponent | None:
+    """``--opponent``'s sampler (None without one), its ``.bpw`` read and checked."""
+    if cfg.opponent is None:
+        return None
     if opts.league_dir is not None:
+        raise ValueError(f"--opponent {cfg.opponent} and --league-dir exclude each other: a "
+                         "league member draws its opponents from the pool")
+    return SingleOpponent(fixed_opponent(cfg.opponent, cfg.input_layout, cfg.action_repeat))
+
+
+def _opponents(cfg: TrainConfig, opts: RunOptions, run_name: str, start_gen: int,
+               resume_from: dict[str, Any] | None, sync: RegistrySync | None,
+               single: SingleOpponent | None = None) -> tuple[LeagueTrainee | None, Any]:
+    """(the league side of the run or None, the opponent sampler: ``single``, the
+    league's or the CPU curriculum), its state resumed."""
+    league = None
+    if single is not None:
+        sampler: Any = single
+    elif opts.league_dir is not None:
         if cfg.vec != "inproc" and cfg.ray is None:
             raise ValueError("a league run needs --vec inproc (or --ray): frozen opponents play "
                              "in the trainer's process (or in the Ray workers)")
         league = LeagueTrainee(opts.league_dir, cfg, run_name, seed=cfg.seed + start_gen,
                                sync=sync)
-        sampler: Any = league.sampler
+        sampler = league.sampler
     else:
         sampler = CpuCurriculum(k=cfg.curriculum_k, floor=cfg.curriculum_floor,
                                 seed=cfg.seed + start_gen)
@@ -362,9 +406,9 @@ def _load_or_build(cfg: TrainConfig, venv: Any, rdir: Path, resume_from: dict[st
     if resume_from.get("reset_after"):
         return _fresh_weights(cfg, venv, gen, logger), None, None
     zip_path = generation_paths(rdir, gen)[0]
-    model = ppo_class(cfg).load(str(zip_path), env=venv, device="cpu")
+    model = ppo_class(cfg).load(str(zip_path), env=venv, device="cpu", **ppo_hyperparameters(cfg))
+    model.pipeline = cfg.pipeline  # type: ignore[attr-defined]
     attach_reference(model, cfg)
-    model.ent_coef = cfg.ent_coef
     model.set_random_seed(cfg.seed + gen + 1)
     stamp_model(model, policy_meta(cfg))
     model.set_logger(logger)

@@ -54,6 +54,9 @@ def lib() -> ctypes.CDLL:
     so.bp_sim_step_cpu.restype = ctypes.c_int
     so.bp_match_cpu_vs_cpu.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_uint32]
     so.bp_match_cpu_vs_cpu.restype = ctypes.c_uint8
+    so.bp_match_cpu_vs_cpu_ex.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_uint32,
+                                          ctypes.POINTER(ctypes.c_uint32), vp]
+    so.bp_match_cpu_vs_cpu_ex.restype = ctypes.c_uint8
     so.bp_sim_state_hash.argtypes = [vp]
     so.bp_sim_state_hash.restype = ctypes.c_uint64
     so.bp_cpu_match_seed.argtypes = [ctypes.c_uint32]
@@ -107,3 +110,11 @@ class InProcessMatch:
 def cpu_vs_cpu(level0: int, level1: int, seed: int) -> int:
     """Winner (0, 1, or BP_WINNER_DRAW) of one full CPU-vs-CPU match."""
     return int(lib().bp_match_cpu_vs_cpu(level0, level1, seed))
+
+
+def cpu_match(level0: int, level1: int, seed: int) -> tuple[int, int]:
+    """(winner, ticks) of one full CPU-vs-CPU match at simulation speed: the match
+    ``brawlpit_cputable`` plays (``bp_match_cpu_vs_cpu_ex``), level0 in slot 0."""
+    ticks = ctypes.c_uint32()
+    w = lib().bp_match_cpu_vs_cpu_ex(level0, level1, seed, ctypes.byref(ticks), None)
+    return int(w), int(ticks.value)

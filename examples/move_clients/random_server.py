@@ -1,8 +1,10 @@
 """A tiny /move endpoint that is not PPO: the proof that any model can play BRAWLPIT.
 
-Standard library only (no brawlkit import), so it is a template for any language or
-model server — a language model behind an HTTP API included.  It speaks the JSON
-contract of docs/move.md:
+The HTTP side is the standard library only, so it is a template for any language or
+model server — a language model behind an HTTP API included; the move names and the
+scripted player come from the package (``brawlkit.policy_server.moves`` and
+``.scripted``: one declaration, which ``policy train --clone-fights`` clones too).  It
+speaks the JSON contract of docs/move.md:
 
     POST /move   {"self": {...NetPlayer fields...}, "opponent": {...}, "tick": T,
                   "ticks_left": N, "last_moves": [...], "frame": optional base64 PNG}
@@ -31,36 +33,16 @@ import socket
 import sys
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
-# The move names of docs/move.md (GET /moves of `python -m brawlkit policy serve` lists
-# the same set with their button sequences).
-MOVES = ("no_move", "left", "right", "dash_left", "dash_right", "fast_fall", "jump", "jump_left",
-         "jump_right", "attack", "attack_left", "attack_right", "special", "special_left",
-         "special_right", "up_special", "up_special_left", "up_special_right", "shield")
+_CHECKOUT = Path(__file__).resolve().parents[2]
+if (_CHECKOUT / "brawlkit" / "__init__.py").is_file():  # the package of this example's checkout
+    sys.path.insert(0, str(_CHECKOUT))                  # (elsewhere: the installed one)
+from brawlkit.policy_server.moves import NAMES as MOVES  # noqa: E402 - after the path
+from brawlkit.policy_server.scripted import scripted_move  # noqa: E402
+
 FIGHTER_FIELDS = ("x", "y", "vx", "vy", "damage", "shield", "stocks", "facing")
-STAGE_HALF_WIDTH = 85.0  # BP_STAGE_HALF_WIDTH: the stage top spans |x| <= 85, y = 0
-
-
-def scripted(me: dict[str, Any], op: dict[str, Any], rng: random.Random) -> str:
-    """A few lines of fighting-game sense: recover, approach, hit, finish."""
-    dx = op["x"] - me["x"]
-    offstage = abs(me["x"]) > STAGE_HALF_WIDTH or me["y"] < 0
-    if offstage:  # recover: up-special toward the stage, double jump first if high enough
-        toward = "left" if me["x"] > 0 else "right"
-        if me["y"] > -30 and rng.random() < 0.3:
-            return "jump_" + toward
-        return "up_special_" + toward
-    side = "right" if dx > 0 else "left"
-    if abs(dx) > 40:
-        return "dash_" + side
-    if abs(dx) > 18:
-        return side
-    if op["damage"] > 90 and rng.random() < 0.5:
-        return "special_" + side  # the finisher once the opponent is heavy
-    if rng.random() < 0.1:
-        return "shield"
-    return "attack_" + side
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -114,10 +96,8 @@ class Handler(BaseHTTPRequestHandler):
             offered = req.get("available") or MOVES  # the state's available moves (docs/move.md)
             if srv.policy == "random":
                 name = srv.rng.choice(offered)
-            else:
-                name = scripted(req["self"], req["opponent"], srv.rng)
-                if name not in offered:  # e.g. helpless after the up-special: drift home instead
-                    name = "dash_" + ("left" if req["self"]["x"] > 0 else "right")
+            else:  # a move the state does not offer (helpless): a dash home instead
+                name = scripted_move(req, srv.rng)
         if srv.sleep_s:
             time.sleep(srv.sleep_s)
         if srv.invalid_every and n % srv.invalid_every == 0:

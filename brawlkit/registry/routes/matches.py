@@ -61,7 +61,7 @@ def _match_records(batch: list[MatchIn]) -> list[MatchRecord]:
     recs: list[MatchRecord] = []
     for i, m in enumerate(batch):
         try:
-            recs.append(MatchRecord.from_json(m.model_dump(exclude={"ticket"})))
+            recs.append(MatchRecord.from_json(m.model_dump(exclude={"ticket"}, exclude_none=True)))
         except ValueError as e:
             raise http_error(400, f"match {i}: {e}") from None
     return recs

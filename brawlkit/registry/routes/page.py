@@ -97,7 +97,9 @@ def _chart(reg: Registry, table: dict[str, Any], state: Any) -> str:
     rows = [r for r in table["members"] if r["games"] and r["id"] != ANONYMOUS_ID]
     shown = sorted(rows, key=lambda r: -r["games"])[:CHART_MEMBERS]
     ids = [str(r["id"]) for r in table["members"]]
-    series = drift_series(matches, ids, K, INITIAL, keep={str(r["id"]) for r in shown})
+    anchor = table.get("anchor")
+    series = drift_series(matches, ids, K, INITIAL, keep={str(r["id"]) for r in shown},
+                          anchor=None if anchor is None else (anchor["id"], anchor["rating"]))
     svg = drift_svg(series, {str(r["id"]): _colour(r) for r in shown}, len(matches))
     reg.page_charts[key] = svg
     while len(reg.page_charts) > CHARTS_KEPT:
@@ -113,6 +115,28 @@ def _page_data(reg: Registry, table: dict[str, Any]) -> tuple[Any, ...]:
     return records, active, matches, _chart(reg, table, state)
 
 
+async def _table(request: Request, reg: Registry) -> dict[str, Any] | Response:
+    got = await _claims(request, reg)
+    if isinstance(got, Response):
+        return got
+    bootstrap = min(BOOTSTRAP, reg.read_bootstrap_max) if got.scope == "read" else BOOTSTRAP
+    body, _hit = await reg.ratings.table(reg.db, k=K, initial=INITIAL, bootstrap=bootstrap,
+                                         seed=SEED)
+    return {"claims": got, "table": json.loads(body), "body": body}
+
+
+@router.get("/league/ratings.json", include_in_schema=False)
+async def league_ratings(request: Request, reg: RegistryDep) -> Response:
+    """The page's "ratings JSON" link: exactly ``GET /ratings`` with the page's settings,
+    for a reader signed in by the page's cookie (which is scoped to ``/league`` and never
+    reaches the API's own routes)."""
+    got = await _table(request, reg)
+    if isinstance(got, Response):
+        return got
+    return Response(got["body"], media_type="application/json",
+                    headers={"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"})
+
+
 @router.get("/league", include_in_schema=False)
 async def league_page(request: Request, reg: RegistryDep,
                       token: Annotated[str | None, Query(max_length=2048)] = None) -> Response:
@@ -125,15 +149,12 @@ async def league_page(request: Request, reg: RegistryDep,
         resp = RedirectResponse("/league", status_code=303)
         _set_cookie(resp, request, token, max(1, claims.expires - int(time.time())))
         return resp
-    got = await _claims(request, reg)
+    got = await _table(request, reg)
     if isinstance(got, Response):
         return got
-    bootstrap = min(BOOTSTRAP, reg.read_bootstrap_max) if got.scope == "read" else BOOTSTRAP
-    body, _hit = await reg.ratings.table(reg.db, k=K, initial=INITIAL, bootstrap=bootstrap,
-                                         seed=SEED)
-    table = json.loads(body)
+    table = got["table"]
     records, active, matches, chart = await run_in_threadpool(_page_data, reg, table)
-    return _html(render_page(table, records, matches, active, got.agent_id, chart))
+    return _html(render_page(table, records, matches, active, got["claims"].agent_id, chart))
 
 
 @router.post("/league/login", include_in_schema=False, dependencies=[AnonLimit])

@@ -1,0 +1,219 @@
+"""PPO's rollout with both cores busy: the server steps one half of the arenas while the
+trainer decides the other half.
+
+SB3's ``collect_rollouts`` is serial: one forward for every env, then ``env.step`` waits
+while the game server ticks every arena, then the buffer — so on two cores the server's
+core idles while the trainer computes and the trainer's idles while it waits.  Here the
+envs are two halves A and B, each stepped by the fast lane's batched step in two parts
+(``send_rows`` / ``recv_rows``, brawlkit/env/vecenv.py), and the work interleaves::
+
+    forward A(t), send A(t)            (once per rollout)
+    forward B(t), send B(t)            <- the server steps A(t) meanwhile
+    receive A(t)
+    forward A(t+1), send A(t+1)        <- the server steps B(t) meanwhile
+    receive B(t); record step t
+
+Every recorded step is what SB3 records (the same buffer entries, callbacks, episode
+statistics, time-limit bootstrap); only the order of the forward passes differs, so a run
+is as reproducible as before but not bit-identical to a serial one (the sampling noise is
+drawn half by half).  Envs that cannot take a batched step (a custom reward, input
+delay, a non-BRAWLPIT env) fall back to SB3's own loop, and a half that cannot take one
+mid-rollout is stepped the general way.  Whether it pays depends on the machine's load
+at the time, so :class:`RolloutChooser` times both kinds of rollout as training runs and
+takes the faster (re-trying the other every few rollouts).  ``TrainConfig.pipeline``
+turns it off; the counts of each kind are logged (``rollout/pipelined``).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch as th
+from stable_baselines3 import PPO
+from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.utils import obs_as_tensor
+from stable_baselines3.common.vec_env import VecEnv, VecMonitor
+
+from brawlkit.env.vecenv import BrawlpitVecEnv
+
+
+@dataclass
+class _Decision:
+    """One half's forward: SB3's actions (unclipped, what the buffer keeps), the clipped
+    ones sent, the value estimates and log-probabilities."""
+
+    actions: np.ndarray
+    clipped: np.ndarray
+    values: th.Tensor
+    log_probs: th.Tensor
+
+
+def _brawlpit_vec(env: VecEnv) -> tuple[VecMonitor | None, BrawlpitVecEnv] | None:
+    """(the VecMonitor around it or None, the BrawlpitVecEnv) when ``env`` is one."""
+    if isinstance(env, BrawlpitVecEnv):
+        return None, env
+    if isinstance(env, VecMonitor) and isinstance(env.venv, BrawlpitVecEnv):
+        return env, env.venv
+    return None
+
+
+def _monitor(mon: VecMonitor | None, rewards: np.ndarray, dones: np.ndarray,
+             infos: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """VecMonitor's per-step bookkeeping (``info["episode"]`` of an ended episode) for a
+    step it did not see: the parts were stepped below it."""
+    if mon is None:
+        return infos
+    mon.episode_returns += rewards
+    mon.episode_lengths += 1
+    for i in np.flatnonzero(dones).tolist():
+        info = dict(infos[i])
+        info["episode"] = {"r": mon.episode_returns[i], "l": mon.episode_lengths[i],
+                           "t": round(time.time() - mon.t_start, 6)}
+        mon.episode_count += 1
+        mon.episode_returns[i] = 0
+        mon.episode_lengths[i] = 0
+        if mon.results_writer:
+            mon.results_writer.write_row(info["episode"])
+        infos[i] = info
+    return infos
+
+
+class RolloutChooser:
+    """Which rollout is faster *now*: the pipelined one pays only while the machine has
+    a core for the server beside the trainer; on a busy machine the serial one wins.  So
+    both are timed as they run, and each rollout takes the faster one, trying the other
+    again every :attr:`probe_every` rollouts (the load may have changed)."""
+
+    probe_every = 8
+
+    def __init__(self) -> None:
+        self.seconds: dict[bool, float | None] = {True: None, False: None}
+        self.rollouts = 0
+        self.counts = {True: 0, False: 0}
+
+    def pick(self) -> bool:
+        """True: the pipelined rollout next; False: SB3's serial one."""
+        for mode in (True, False):
+            if self.seconds[mode] is None:
+                return mode
+        best = min((True, False), key=lambda m: self.seconds[m] or 0.0)
+        self.rollouts += 1
+        return (not best) if self.rollouts % self.probe_every == 0 else best
+
+    def record(self, mode: bool, seconds: float) -> None:
+        """A rollout's wall-clock: the newest measurement of its mode (half the weight
+        on the old one, so a change of load shows within a few rollouts)."""
+        old = self.seconds[mode]
+        self.seconds[mode] = seconds if old is None else 0.5 * (old + seconds)
+        self.counts[mode] += 1
+
+
+class PipelinedRollout(PPO):
+    """SB3's PPO whose rollout keeps the game server and the trainer busy at once (the
+    module docstring); everything else — the update, saving, loading — is PPO's."""
+
+    #: interleave the halves (``TrainConfig.pipeline``); False: SB3's serial loop
+    pipeline: bool = True
+
+    def _decide(self, obs: np.ndarray) -> _Decision:
+        with th.no_grad():
+            actions, values, log_probs = self.policy(obs_as_tensor(obs, self.device))
+        acts = actions.cpu().numpy()
+        space: Any = self.action_space
+        low, high = space.low, space.high
+        return _Decision(acts, np.clip(acts, low, high), values, log_probs)
+
+    def collect_rollouts(self, env: VecEnv, callback: BaseCallback, rollout_buffer: Any,
+                         n_rollout_steps: int) -> bool:
+        vec = _brawlpit_vec(env)
+        if (not self.pipeline or vec is None or vec[1].num_envs < 2 or self.use_sde
+                or not vec[1].rows_batchable(0, vec[1].num_envs)):
+            return super().collect_rollouts(env, callback, rollout_buffer, n_rollout_steps)
+        chooser = self.__dict__.setdefault("_rollout_chooser", RolloutChooser())
+        pipelined = chooser.pick()
+        t0 = time.perf_counter()
+        if pipelined:
+            ok = self._pipelined_rollout(vec, callback, rollout_buffer, n_rollout_steps)
+        else:
+            ok = super().collect_rollouts(env, callback, rollout_buffer, n_rollout_steps)
+        chooser.record(pipelined, time.perf_counter() - t0)
+        self.logger.record("rollout/pipelined", chooser.counts[True])
+        self.logger.record("rollout/serial", chooser.counts[False])
+        return ok
+
+    def _pipelined_rollout(self, vec: tuple[VecMonitor | None, BrawlpitVecEnv],
+                           callback: BaseCallback, rollout_buffer: Any,
+                           n_rollout_steps: int) -> bool:
+        mon, venv = vec
+        last = self._last_obs
+        assert isinstance(last, np.ndarray)
+        obs: np.ndarray = last
+        n = venv.num_envs
+        m = n // 2
+        self.policy.set_training_mode(False)
+        rollout_buffer.reset()
+        callback.on_rollout_start()
+        ahead: _Decision | None = None  # half A's decision for this step, already sent
+        new_obs = obs
+        for step in range(n_rollout_steps):
+            if ahead is None:
+                a = self._decide(obs[:m])
+                sent_a = venv.rows_batchable(0, m)
+                if sent_a:
+                    venv.send_rows(0, m, a.clipped)
+            else:
+                a, sent_a = ahead, True
+            b = self._decide(obs[m:])
+            if sent_a and venv.rows_batchable(m, n):
+                venv.send_rows(m, n, b.clipped)
+                res_a = venv.recv_rows(0, m)
+                ahead = None
+                if step + 1 < n_rollout_steps and venv.rows_batchable(0, m):
+                    ahead = self._decide(np.asarray(res_a[0]))
+                    venv.send_rows(0, m, ahead.clipped)
+                res_b = venv.recv_rows(m, n)
+            else:  # a half that cannot take a batched step now: both the general way
+                res_a = venv.recv_rows(0, m) if sent_a else venv.step_rows(0, m, a.clipped)
+                res_b = venv.step_rows(m, n, b.clipped)
+                ahead = None
+            new_obs = np.concatenate([res_a[0], res_b[0]])
+            rewards = np.concatenate([res_a[1], res_b[1]])
+            dones = np.concatenate([res_a[2], res_b[2]])
+            infos = _monitor(mon, rewards, dones, list(res_a[3]) + list(res_b[3]))
+            actions = np.concatenate([a.actions, b.actions])
+            clipped_actions = np.concatenate([a.clipped, b.clipped])  # noqa: F841 (callbacks read it)
+            values = th.cat([a.values, b.values])
+            log_probs = th.cat([a.log_probs, b.log_probs])
+            self.num_timesteps += n
+            callback.update_locals(locals())
+            if not callback.on_step():
+                if ahead is not None:  # the half sent ahead: its step is taken, not recorded
+                    venv.recv_rows(0, m)
+                return False
+            self._update_info_buffer(infos, dones)
+            self._bootstrap_time_limits(rewards, dones, infos)
+            rollout_buffer.add(obs, actions, rewards, self._last_episode_starts, values, log_probs)
+            obs = new_obs
+            self._last_obs = new_obs
+            self._last_episode_starts = dones
+        with th.no_grad():
+            values = self.policy.predict_values(obs_as_tensor(new_obs, self.device))
+        rollout_buffer.compute_returns_and_advantage(last_values=values, dones=dones)
+        callback.update_locals(locals())
+        callback.on_rollout_end()
+        return True
+
+    def _bootstrap_time_limits(self, rewards: np.ndarray, dones: np.ndarray,
+                               infos: list[dict[str, Any]]) -> None:
+        """SB3's timeout handling: a truncated episode's reward gets the discounted value
+        of its last observation (SB3 issue #633)."""
+        for idx in np.flatnonzero(dones).tolist():
+            info = infos[idx]
+            if info.get("terminal_observation") is not None and info.get("TimeLimit.truncated"):
+                terminal_obs = self.policy.obs_to_tensor(info["terminal_observation"])[0]
+                with th.no_grad():
+                    terminal_value = self.policy.predict_values(terminal_obs)[0]  # type: ignore[arg-type]
+                rewards[idx] += self.gamma * terminal_value
