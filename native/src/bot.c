@@ -22,10 +22,10 @@
  * NAME; only then does it print its `joined` line, so a client that joins
  * after that line sees the name in its very first PEER (the line used to
  * come first: on a loaded machine a partner started on it could join before
- * the IDENT left, and see an unnamed client).  After that it re-sends the IDENT every second: the server
- * answers an IDENT that changes nothing with both PEERs, so a PEER broadcast
- * lost on the way (a full socket buffer on a busy machine) is made good
- * within a second.  With --name it also prints one stdout line per change of
+ * the IDENT left, and see an unnamed client).  After that it re-sends the
+ * IDENT every second: the server answers an IDENT that changes nothing with
+ * both PEERs, so a PEER broadcast lost on the way (a full socket buffer on a
+ * busy machine) is made good within a second.  With --name it also prints one stdout line per change of
  * the OTHER slot's PEER (the server sends PEERs on every join, leave, IDENT
  * and new match), before that match's result line (without --name stdout
  * carries the result lines only, as before):
@@ -101,10 +101,10 @@
  * step by step.
  * Exit: 0 after K matches (sends BYE) or after --help; 1 when the weights
  * cannot be loaded at start, or the server refuses HELLO (ERROR: e.g. no such
- * arena, the slot taken, the server's arena table full) or a RESET (ERROR,
- * e.g. --cpu-level 1..8 while a client holds slot 1); 2 on a usage error, an
- * unresolvable server, or weights this bot cannot play (input layout /
- * sizes); 3 when the server is silent for 10 s.
+ * arena, the slot taken, the server's arena table full), a RESET (ERROR,
+ * e.g. --cpu-level 1..8 while a client holds slot 1) or the --name IDENT
+ * (ERROR); 2 on a usage error, an unresolvable server, or weights this bot
+ * cannot play (input layout / sizes); 3 when the server is silent for 10 s.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <arpa/inet.h>
