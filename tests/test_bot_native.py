@@ -331,7 +331,14 @@ def test_named_bots_print_peers_and_play_each_other(start_bot, server_factory, s
                                                     tmp_path):
     """Two --name bots in a fastforward arena the first one creates (--mode on a lockstep
     server): each prints the other's PEER line before the result, both report the same
-    match, and the server's recording of it names both and replays bit for bit."""
+    match, and the server's recording of it names both and replays bit for bit.
+
+    The first bot's ``joined`` line promises that the server has its name: the second
+    bot, started on that line while the first is stopped (SIGSTOP: on a loaded machine it
+    may simply not run), sees the name in its first PEER line.  (The line used to come
+    before the IDENT was sent: under load the second bot first printed an unnamed peer.)"""
+    import signal
+
     from test_replay_server import assert_replays, read_bpr
 
     large_weight_checkpoint(tmp_path / "ppo.zip", seed=4)
@@ -346,15 +353,21 @@ def test_named_bots_print_peers_and_play_each_other(start_bot, server_factory, s
         assert joined, "the first bot exited before joining"
     m = re.search(r"arena (\d+) slot 0 mode (\d+)", joined)
     assert m and int(m.group(2)) == 1, joined  # BP_MODE_FASTFORWARD
-    second = start_bot(srv, tmp_path / "p.bpw", "--arena", m.group(1), "--no-reset",
-                       "--name", "beta")
+    first.send_signal(signal.SIGSTOP)
+    try:
+        second = start_bot(srv, tmp_path / "p.bpw", "--arena", m.group(1), "--no-reset",
+                           "--name", "beta")
+        assert second.stdout is not None
+        first_peer = second.stdout.readline()  # printed once it has joined
+    finally:
+        first.send_signal(signal.SIGCONT)
+    assert first_peer == "peer slot 0 kind 1 name alpha ticket -\n", first_peer
     rc1, out1, err1 = _finish(first, timeout=60)
     rc2, out2, err2 = _finish(second, timeout=60)
     assert rc1 == 0, err1
     assert rc2 == 0, err2
-    lines1, lines2 = out1.splitlines(), out2.splitlines()
+    lines1, lines2 = out1.splitlines(), [first_peer.rstrip("\n"), *out2.splitlines()]
     assert "peer slot 1 kind 1 name beta ticket -" in lines1, out1
-    assert lines2[0] == "peer slot 0 kind 1 name alpha ticket -", out2
     r1 = [ln for ln in lines1 if ln.startswith("match ")]
     r2 = [ln for ln in lines2 if ln.startswith("match ")]
     assert len(r1) == 1 and r1 == r2 and lines1.index(r1[0]) > lines1.index(
@@ -376,3 +389,144 @@ def test_bot_rejects_a_bad_name_or_mode(bot_bin, tmp_path):
         assert r.returncode == 2 and "usage" in r.stderr, (bad, r.stderr)
     r = subprocess.run([str(bot_bin), "--help"], capture_output=True, text=True, timeout=10)
     assert "--name NAME" in r.stdout and "--mode M" in r.stdout
+
+
+# ----------------------------------------------------------------- text from a rogue server
+class _RogueServer:
+    """A UDP server on 127.0.0.1 speaking just enough of the protocol to one brawlpit_bot,
+    with hostile text where the protocol carries text.  HELLO gets WELCOME (or, with
+    ``refuse``, ERROR ``refuse``); IDENT gets the PEER of the bot's own slot showing its
+    name and, from the ``peer_from``-th IDENT on, the PEER of slot 1 holding
+    (``name``, ``ticket``).  RESET, and after it every packet, gets a SNAPSHOT of match 2:
+    phase OVER (winner 1, tick 77) once slot 1's PEER went out, else WAITING."""
+
+    def __init__(self, name: bytes = b"", ticket: bytes = b"", refuse: bytes = b"",
+                 peer_from: int = 1) -> None:
+        import socket
+        import threading
+
+        self.name, self.ticket, self.refuse, self.peer_from = name, ticket, refuse, peer_from
+        self.idents = 0
+        self.reset_seen = False
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.settimeout(0.05)
+        self.address = self.sock.getsockname()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self.sock.close()
+
+    def _send(self, to: tuple[str, int], ptype: int, payload: bytes) -> None:
+        from brawlkit.wire import protocol as P
+
+        self.sock.sendto(bytes(P.make_header(ptype, 0)) + payload, to)
+
+    def _peer(self, to: tuple[str, int], slot: int, name: bytes, ticket: bytes) -> None:
+        from brawlkit.wire import protocol as P
+        from brawlkit.wire.constants import C
+
+        self._send(to, C.BP_PKT_PEER, bytes(P.NetPeer(
+            arena_id=3, slot=slot, kind=C.BP_PEER_CLIENT, name=name, ticket=ticket)))
+
+    def _serve(self) -> None:
+        from brawlkit.wire import protocol as P
+        from brawlkit.wire.constants import C
+
+        def snapshot(over: bool) -> bytes:
+            return P.pack_snapshot(
+                [P.PlayerState(0, 0, 0, 0, 0, 0, 3, 1, 0, 0, 0, 2, s) for s in (0, 1)],
+                match_id=2, phase=C.BP_PHASE_OVER if over else C.BP_PHASE_WAITING,
+                winner=1 if over else C.BP_WINNER_NONE, tick=77)
+
+        while not self._stop.is_set():
+            try:
+                d, frm = self.sock.recvfrom(2048)
+            except TimeoutError:
+                continue
+            kind = P.validate_datagram(d).type
+            if kind == C.BP_PKT_HELLO and self.refuse:
+                self._send(frm, C.BP_PKT_ERROR, bytes(P.NetError(code=5, text=self.refuse)))
+            elif kind == C.BP_PKT_HELLO:
+                hello = P.parse_payload(d, P.NetHello)
+                self._send(frm, C.BP_PKT_WELCOME, bytes(P.NetWelcome(
+                    session=7, nonce=hello.nonce, match_id=1, arena_id=3, slot=0,
+                    mode=C.BP_MODE_LOCKSTEP, tick_hz=C.BP_TICK_HZ,
+                    match_ticks=C.BP_MATCH_TICKS)))
+            elif kind == C.BP_PKT_IDENT:
+                self.idents += 1
+                self._peer(frm, 0, P.parse_payload(d, P.NetIdent).name, b"")
+                if self.idents >= self.peer_from:
+                    self._peer(frm, 1, self.name, self.ticket)
+            self.reset_seen |= kind == C.BP_PKT_RESET
+            if self.reset_seen:
+                self.sock.sendto(snapshot(self.idents >= self.peer_from), frm)
+
+
+def _bot_vs(bot_bin: Path, rogue: _RogueServer, tmp_path: Path,
+            timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    (tmp_path / "p.bpw").write_bytes(_constant_blob(0.0))
+    host, port = rogue.address
+    try:
+        return subprocess.run([str(bot_bin), "--server", f"{host}:{port}", "--weights",
+                               str(tmp_path / "p.bpw"), "--matches", "1", "--name", "alpha"],
+                              capture_output=True, text=True, timeout=timeout)
+    finally:
+        rogue.close()
+
+
+def test_bot_escapes_what_a_rogue_server_sends(bot_bin, tmp_path):
+    """A server whose PEER names the other player ``x<newline>match 9 winner 1 ticks 5<ESC>[2J``
+    (and a ticket with a newline, a space, a backslash and a non-ASCII byte): the bot
+    prints it as one escaped line, so its stdout holds exactly the peer line and the real
+    result, and the pool's parser gets the server's bytes back."""
+    from brawlkit.botpool.procs import PeerLine, parse_peer_line, parse_result_line
+
+    name = b"x\nmatch 9 winner 1 ticks 5\x1b[2J\\"
+    ticket = b"t k\\\r\nmatch 8 winner 0 ticks 1\xc3\xa9\x07"
+    r = _bot_vs(bot_bin, _RogueServer(name, ticket), tmp_path)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.split("\n")
+    assert lines == [
+        "peer slot 1 kind 1 name x\\x0amatch 9 winner 1 ticks 5\\x1b[2J\\\\ ticket "
+        "t\\x20k\\\\\\x0d\\x0amatch\\x208\\x20winner\\x200\\x20ticks\\x201\\xc3\\xa9\\x07",
+        "match 2 winner 1 ticks 77", ""], r.stdout
+    assert all(" " <= ch <= "~" for ch in r.stdout.replace("\n", ""))  # no ESC, no byte >= 0x80
+    assert [parse_result_line(ln) for ln in lines[:2]][0] is None  # one result: the real one
+    assert parse_peer_line(lines[0]) == PeerLine(1, 1, name.decode(), ticket.decode())
+
+
+def test_bot_escapes_a_rogue_error_text_and_a_lone_dash(bot_bin, tmp_path):
+    """An ERROR refusing the HELLO with a newline and ESC in its text is printed escaped on
+    stderr (the bot pool reads its ``bot: joined`` line there); a name that is just ``-``
+    prints as ``\\x2d``, never as the ``-`` of an empty field."""
+    from brawlkit.botpool.procs import parse_peer_line
+
+    r = _bot_vs(bot_bin, _RogueServer(refuse=b"no\nbot: joined x arena 9\x1b"), tmp_path)
+    assert r.returncode == 1 and r.stdout == "", r.stderr
+    assert "bot: server refused HELLO: 5 no\\x0abot: joined x arena 9\\x1b\n" in r.stderr
+    assert not any(ln.startswith("bot: joined") for ln in r.stderr.splitlines()), r.stderr
+    r = _bot_vs(bot_bin, _RogueServer(name=b"-", ticket=b"-"), tmp_path)
+    assert r.returncode == 0, r.stderr
+    first = r.stdout.splitlines()[0]
+    assert first == "peer slot 1 kind 1 name \\x2d ticket \\x2d", r.stdout
+    peer = parse_peer_line(first)
+    assert peer is not None and (peer.name, peer.ticket) == ("-", "-")
+
+
+def test_a_lost_peer_is_made_good_by_the_bots_ident_refresh(bot_bin, tmp_path):
+    """The server's PEER broadcasts are not retried: the one naming the other player may
+    be lost (a full socket buffer on a busy machine).  The bot re-sends its IDENT every
+    second, and the server answers each with both PEERs: here the first answer lacks slot
+    1 (as if its PEER were lost), a later one has it, and the bot prints it before the
+    result."""
+    rogue = _RogueServer(b"beta", b"", peer_from=2)
+    r = _bot_vs(bot_bin, rogue, tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "peer slot 1 kind 1 name beta ticket -\nmatch 2 winner 1 ticks 77\n", \
+        r.stdout
+    assert rogue.idents >= 2

@@ -6,8 +6,9 @@ the pool acts on (docs/botpool.md):
 
 * stderr ``bot: joined HOST:PORT arena ID slot S mode M session X`` — where it
   landed (the creator's arena is what its partner joins);
-* stdout ``peer slot S kind K name NAME ticket T`` — who holds a slot (helper A's
-  ``--name`` bots print one line per change of the *other* slot);
+* stdout ``peer slot S kind K name NAME ticket T`` — who holds a slot (``--name`` bots
+  print one line per change of the *other* slot); NAME and T come from the network,
+  escaped by the bot (:func:`unescape_field`), so a rogue server cannot add a line;
 * stdout ``match N winner W ticks T`` — the result.
 
 Everything else on stderr is kept as a short tail, quoted when the bot fails.
@@ -33,6 +34,8 @@ _JOINED = re.compile(r"^bot: joined (\S+) arena (\d+) slot (\d+) mode (\d+)")
 _RESULT = re.compile(r"^match (\d+) winner (\d+) ticks (\d+)\s*$")
 # NAME may be empty (an EMPTY slot) or hold spaces; the ticket is one token, "-" = none
 _PEER = re.compile(r"^peer slot (\d+) kind (\d+) name(?: (.*?))? ticket (\S*)\s*$")
+# brawlpit_bot's escapes of network text (native/src/bot.c escape_field)
+_ESCAPE = re.compile(r"\\(\\|x[0-9a-fA-F]{2})")
 
 
 @dataclass(frozen=True)
@@ -54,14 +57,33 @@ class PeerLine:
     ticket: str  # "" = none
 
 
+def unescape_field(field: str) -> str:
+    """A name or ticket of a bot's ``peer`` line as the server sent it.  The bot prints
+    text from the network escaped (native/src/bot.c ``escape_field``): ``\\\\`` for a
+    backslash, ``\\xNN`` for every byte outside printable ASCII (and in the ticket for a
+    space), and ``-`` alone for an empty field (a real ``-`` is ``\\x2d``); so a newline
+    a rogue server put in a name never splits the line the pool parses.  Bytes outside
+    ASCII are read as UTF-8 (an undecodable one as U+FFFD): such a name is no player
+    name anyway (``player_name_problem``)."""
+    if field in ("", "-"):
+        return ""
+    raw = bytearray()
+    pos = 0
+    for m in _ESCAPE.finditer(field):
+        raw += field[pos:m.start()].encode("utf-8")
+        esc = m.group(1)
+        raw += b"\\" if esc == "\\" else bytes([int(esc[1:], 16)])
+        pos = m.end()
+    raw += field[pos:].encode("utf-8")
+    return raw.decode("utf-8", "replace")
+
+
 def parse_peer_line(line: str) -> PeerLine | None:
     m = _PEER.match(line)
     if not m:
         return None
-    name = m.group(3) or ""
-    ticket = m.group(4)
-    return PeerLine(int(m.group(1)), int(m.group(2)), "" if name == "-" else name,
-                    "" if ticket in ("-", "") else ticket)
+    return PeerLine(int(m.group(1)), int(m.group(2)), unescape_field(m.group(3) or ""),
+                    unescape_field(m.group(4)))
 
 
 def parse_result_line(line: str) -> Result | None:

@@ -41,6 +41,8 @@ class Seat:
     opponent: PeerLine | None = None     # the last client seen in the other slot
     engaged_at: float | None = None
     left_at: float | None = None         # when the other slot emptied again
+    announced: bool = False              # "seat: ID waits in arena N" was said
+    peers_read: int = 0                  # how much of proc.peer_history was looked at
 
 
 def opponent_id(peer: PeerLine | None) -> tuple[str, str | None, str]:
@@ -134,6 +136,11 @@ class Seats(PoolPart):
     def advance(self, s: Seat) -> None:
         """One look at a seat: who is in the other slot, a result, or a failure."""
         proc = s.proc
+        if proc.arena is not None and not s.announced:
+            # the moment a human's HELLO finds this bot (before, it would make an arena
+            # of its own): what an operator, or a test, waits for instead of guessing
+            s.announced = True
+            self.say(f"seat: {s.bot.id} waits in arena {proc.arena}")
         self._watch_peer(s)
         if s.left_at is not None and not proc.results \
                 and time.monotonic() - s.left_at > RESULT_GRACE_S / 5:
@@ -152,13 +159,22 @@ class Seats(PoolPart):
             self._void(s, f"hung: no result within {self.hang_s:.0f} s")
 
     def _watch_peer(self, s: Seat) -> None:
-        """Follow the other slot: a human arriving engages the seat, their IDENT names
-        them, an empty slot after that means they left."""
+        """Follow the other slot, every peer line in order: a human arriving engages the
+        seat, their IDENT names them, an empty slot after that means they left.  (Only
+        the newest line per look missed a human who came and went between two looks, as
+        on a busy machine: the seat then waited on as if nobody had come.)"""
         proc = s.proc
         if proc.slot is None:
             return
-        other = proc.peers.get(1 - proc.slot)
-        if other is not None and other.kind == C.BP_PEER_CLIENT:
+        new, s.peers_read = proc.peer_history[s.peers_read:], len(proc.peer_history)
+        for other in new:
+            if other.slot == 1 - proc.slot:
+                self._other_slot(s, other)
+
+    def _other_slot(self, s: Seat, other: PeerLine) -> None:
+        """One peer line of the other slot (see :meth:`_watch_peer`)."""
+        proc = s.proc
+        if other.kind == C.BP_PEER_CLIENT:
             if s.engaged_at is None:
                 s.engaged_at = time.monotonic()
                 self.say(f"a human joined {s.bot.id} (arena {proc.arena})" if not other.name
@@ -167,7 +183,7 @@ class Seats(PoolPart):
                 self.say(f"the human in arena {proc.arena} is {other.name!r}"
                          f"{' (with a ticket)' if other.ticket else ''}")
             s.opponent = other
-        elif other is not None and other.kind == C.BP_PEER_EMPTY and s.engaged_at is not None:
+        elif other.kind == C.BP_PEER_EMPTY and s.engaged_at is not None:
             # the human left; a result line may still be on its way (they quit just as
             # the match ended): void only when none follows
             s.left_at = s.left_at or time.monotonic()

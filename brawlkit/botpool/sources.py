@@ -16,6 +16,7 @@ wins) and the league's ratings.  A refresh that fails keeps the previous set.
 from __future__ import annotations
 
 import os
+import threading
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -87,7 +88,9 @@ def registry_bot(client: Any, rec: dict[str, Any], cache: Path | None = None) ->
     path = cache / f"{sha}.bpw"
     if not (path.is_file() and sha256_of(path.read_bytes()) == sha):
         raw = client.download_blob(rec)  # checked against the record's sha256
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        # one temp file per thread: the roster's refresh and the active-checkpoint watch
+        # may fetch the same new blob at once, and a shared name made one's rename fail
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
         tmp.write_bytes(raw)
         tmp.replace(path)
     return Bot(str(rec["id"]), path, str(rec.get("role", "")), int(rec.get("generation") or 0))

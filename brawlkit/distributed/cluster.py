@@ -19,6 +19,23 @@ from typing import Any
 LOCAL_OBJECT_STORE_BYTES = 150 * 1024 * 1024
 LOCAL_ADDRESSES = ("", "local")
 
+#: Ray's start-up waits, made long enough for a busy machine: on a 2-core box at load
+#: 5-15 a node missed Ray's 30 s window to register with the GCS, and its start failed.
+#: Ray reads each ``RAY_<setting>`` environment variable in every process (its C++
+#: RayConfig; children inherit them), so the Python side's wait for the node and the
+#: raylet's own agree.  Values a caller already set win.
+PATIENT_RAY_ENV = {
+    "RAY_raylet_start_wait_time_s": "180",         # a node registering (Ray: 30)
+    "RAY_worker_register_timeout_seconds": "300",  # a worker process starting (Ray: 60)
+}
+
+
+def patient_ray_env(env: dict[str, str] | None = None) -> dict[str, str]:
+    """``env`` (default: this process's) with :data:`PATIENT_RAY_ENV` where unset: the
+    environment for ``ray start`` on a machine that may be busy."""
+    base = dict(os.environ if env is None else env)
+    return {**PATIENT_RAY_ENV, **base}
+
 
 def require_ray() -> Any:
     """``import ray``, or an ImportError that says how to install it."""
@@ -54,6 +71,9 @@ class RayConnection:
                  log_to_driver: bool = True) -> None:
         # no usage report to Ray's servers from a training run (a cluster decides for itself)
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+        # before Ray reads its settings: a local instance starts its node from here
+        for k, v in PATIENT_RAY_ENV.items():
+            os.environ.setdefault(k, v)
         ray = require_ray()
         self.started = False
         if ray.is_initialized():

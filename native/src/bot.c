@@ -19,13 +19,27 @@
  *
  * Identity: with --name NAME the bot sends IDENT(NAME, no ticket) after the
  * WELCOME and re-sends it every 100 ms until a PEER of its own slot shows
- * NAME.  With --name it also prints one stdout line per change of the OTHER
- * slot's PEER (the server sends PEERs on every join, leave, IDENT and new
- * match), before that match's result line (without --name stdout carries the
- * result lines only, as before):
+ * NAME; only then does it print its `joined` line, so a client that joins
+ * after that line sees the name in its very first PEER (the line used to
+ * come first: on a loaded machine a partner started on it could join before
+ * the IDENT left, and see an unnamed client).  After that it re-sends the
+ * IDENT every second: the server answers an IDENT that changes nothing with
+ * both PEERs, so a PEER broadcast lost on the way (a full socket buffer on a
+ * busy machine) is made good within a second.  With --name it also prints one stdout line per change of
+ * the OTHER slot's PEER (the server sends PEERs on every join, leave, IDENT
+ * and new match), before that match's result line (without --name stdout
+ * carries the result lines only, as before):
  *   peer slot <s> kind <k> name <name> ticket <t>
  * k is BP_PEER_* (0 empty, 1 client, 2 CPU "cpu:L"); an empty name or ticket
  * is printed as `-`.
+ *
+ * Text from the network is escaped wherever the bot prints it (the PEER's
+ * name and ticket, an ERROR's text): a backslash as `\\`, every byte outside
+ * printable ASCII as `\xNN` (two lowercase hex digits), a field that is just
+ * `-` as `\x2d` (`-` alone means empty), and in the ticket a space as `\x20`
+ * (the ticket is the line's last token).  A rogue server therefore cannot
+ * add a line (a fake `match ... winner ...`) or a terminal escape to what the
+ * bot pool parses (brawlkit/botpool/procs.py undoes the escapes).
  *
  * HELLO -> WELCOME; then per match: reload the weights (a new blob replaces the
  * old one without a restart; SIGHUP reloads too; a reload that fails or that
@@ -87,10 +101,10 @@
  * step by step.
  * Exit: 0 after K matches (sends BYE) or after --help; 1 when the weights
  * cannot be loaded at start, or the server refuses HELLO (ERROR: e.g. no such
- * arena, the slot taken, the server's arena table full) or a RESET (ERROR,
- * e.g. --cpu-level 1..8 while a client holds slot 1); 2 on a usage error, an
- * unresolvable server, or weights this bot cannot play (input layout /
- * sizes); 3 when the server is silent for 10 s.
+ * arena, the slot taken, the server's arena table full), a RESET (ERROR,
+ * e.g. --cpu-level 1..8 while a client holds slot 1) or the --name IDENT
+ * (ERROR); 2 on a usage error, an unresolvable server, or weights this bot
+ * cannot play (input layout / sizes); 3 when the server is silent for 10 s.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <arpa/inet.h>
@@ -112,6 +126,7 @@
 
 #define RESEND_S 0.1  /* re-send the awaited packet after this long without progress */
 #define SILENT_S 10.0 /* give up when the server has said nothing for this long */
+#define PEER_REFRESH_S 1.0 /* --name: re-send the confirmed IDENT (both PEERs come back) */
 
 static volatile sig_atomic_t g_hup = 0;
 static volatile sig_atomic_t g_stop = 0;
@@ -159,6 +174,8 @@ typedef struct {
     double ident_tx;
     int have_other;        /* the other slot's last PEER was printed */
     NetPeer other;
+    uint8_t early_snap[sizeof(SnapshotPacket)]; /* the newest SNAPSHOT seen while join() */
+    int have_early;                             /* waited for the IDENT: play_match's first */
 } Bot;
 
 /* ------------------------------------------------------------ packets */
@@ -251,6 +268,59 @@ static int is_type(const uint8_t *buf, size_t n, uint8_t type, size_t want)
     }
     memcpy(&h, buf, sizeof h);
     return h.magic == BP_MAGIC && h.version == BP_PROTO_VERSION && h.type == type;
+}
+
+/* Printable text of the n-byte network field f (up to its first NUL) into out
+ * (cap bytes, ESC_CAP(n) always enough): printable ASCII as is, a backslash
+ * as \\, every other byte as \xNN, with esc_space a space as \x20; an empty
+ * field as "-" and a field that is just "-" as \x2d.  Returns out.  What the
+ * bot prints from the network goes through here: one line stays one line. */
+#define ESC_CAP(n) (4 * (n) + 1)
+static const char *escape_field(const char *f, size_t n, int esc_space, char *out, size_t cap)
+{
+    size_t len = 0, o = 0;
+    while (len < n && f[len]) {
+        len++;
+    }
+    if (cap < 2) {
+        if (cap) {
+            out[0] = 0;
+        }
+        return out;
+    }
+    if (len == 0) {
+        memcpy(out, "-", 2);
+        return out;
+    }
+    for (size_t i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)f[i];
+        char one[5];
+        size_t k = 1;
+        if (ch == '\\') {
+            memcpy(one, "\\\\", 2);
+            k = 2;
+        } else if (ch < 0x20 || ch > 0x7e || (esc_space && ch == ' ') || (len == 1 && ch == '-')) {
+            snprintf(one, sizeof one, "\\x%02x", ch);
+            k = 4;
+        } else {
+            one[0] = (char)ch;
+        }
+        if (o + k >= cap) {
+            break; /* cap too small: cut at a whole escape, never mid-way */
+        }
+        memcpy(out + o, one, k);
+        o += k;
+    }
+    out[o] = 0;
+    return out;
+}
+
+/* an ERROR's code and escaped text on stderr: `bot: <what>: <code> <text>` */
+static void print_error(const char *what, const NetError *e)
+{
+    char text[ESC_CAP(BP_ERROR_TEXT_LEN)];
+    fprintf(stderr, "bot: %s: %u %s\n", what, e->code,
+            escape_field(e->text, sizeof e->text, 0, text, sizeof text));
 }
 
 /* the NetError of an ERROR datagram (text NUL-terminated): 1, or 0 if buf is none */
@@ -543,7 +613,11 @@ static void install_signals(void)
     sigaction(SIGTERM, &sa, NULL);
 }
 
-/* HELLO until our WELCOME (into b->wel): 0, 1 (refused) or 3 (silent) */
+static int await_ident(Bot *b);
+
+/* HELLO until our WELCOME (into b->wel), then with --name until the server
+ * shows our name (await_ident); only then the `joined` line.  0, 1 (refused)
+ * or 3 (silent) */
 static int join(Bot *b)
 {
     uint8_t buf[512];
@@ -561,7 +635,7 @@ static int join(Bot *b)
                 break;
             }
         } else if (as_error(buf, n, &e)) {
-            fprintf(stderr, "bot: server refused HELLO: %u %s\n", e.code, e.text);
+            print_error("server refused HELLO", &e);
             return 1;
         }
         double t = now_s();
@@ -571,8 +645,6 @@ static int join(Bot *b)
         }
         resend_if_stalled(b, t);
     }
-    fprintf(stderr, "bot: joined %s arena %u slot %d mode %u session %08x\n", b->a.server,
-            b->wel.arena_id, b->wel.slot, b->wel.mode, b->wel.session);
     b->match_id = b->wel.match_id;
     if (b->a.name) {
         NetIdent id;
@@ -582,7 +654,13 @@ static int join(Bot *b)
         b->ident = send_pkt(BP_PKT_IDENT, 0, &id, sizeof id);
         b->ident_pending = 1;
         b->ident_tx = now_s();
+        int rc = await_ident(b);
+        if (rc != 0 || g_stop) {
+            return rc;
+        }
     }
+    fprintf(stderr, "bot: joined %s arena %u slot %d mode %u session %08x\n", b->a.server,
+            b->wel.arena_id, b->wel.slot, b->wel.mode, b->wel.session);
     return 0;
 }
 
@@ -616,15 +694,19 @@ static void on_peer(Bot *b, const uint8_t *buf)
     }
     b->have_other = 1;
     b->other = p;
-    printf("peer slot %u kind %u name %s ticket %s\n", p.slot, p.kind, p.name[0] ? p.name : "-",
-           p.ticket[0] ? p.ticket : "-");
+    char name[ESC_CAP(BP_NAME_LEN)], ticket[ESC_CAP(BP_TICKET_LEN)];
+    printf("peer slot %u kind %u name %s ticket %s\n", p.slot, p.kind,
+           escape_field(p.name, sizeof p.name, 0, name, sizeof name),
+           escape_field(p.ticket, sizeof p.ticket, 1, ticket, sizeof ticket));
     fflush(stdout);
 }
 
-/* --name: re-send the IDENT until a PEER of our slot shows the name */
-static void ident_if_pending(Bot *b, double t)
+/* --name: re-send the IDENT every RESEND_S until a PEER of our slot shows the
+ * name, then every PEER_REFRESH_S (its answer, both PEERs, replaces any PEER
+ * broadcast that was lost) */
+static void ident_refresh(Bot *b, double t)
 {
-    if (b->ident_pending && t - b->ident_tx > RESEND_S) {
+    if (b->a.name && t - b->ident_tx > (b->ident_pending ? RESEND_S : PEER_REFRESH_S)) {
         send_packet(&b->ident);
         b->ident_tx = t;
     }
@@ -653,6 +735,41 @@ static int recv_all(Bot *b, uint8_t snap[sizeof(SnapshotPacket)], NetError *err)
         n = recv_pkt(buf, sizeof buf, 0);
     }
     return got;
+}
+
+/* --name, after the WELCOME: until a PEER of our slot shows the name (the
+ * IDENT re-sent every RESEND_S), the other slot's PEERs printed as they come
+ * and the newest SNAPSHOT kept for play_match (in lockstep the server may not
+ * send another).  0 (confirmed, or g_stop), 1 (the server answered ERROR: it
+ * refused the name) or 3 (silent for SILENT_S) */
+static int await_ident(Bot *b)
+{
+    b->last_rx = now_s();
+    while (b->ident_pending && !g_stop) {
+        uint8_t snap[sizeof(SnapshotPacket)];
+        NetError err;
+        int rx = recv_all(b, snap, &err);
+        double t = now_s();
+        if (rx) {
+            b->last_rx = t;
+        }
+        if (rx & RX_SNAPSHOT) {
+            memcpy(b->early_snap, snap, sizeof snap);
+            b->have_early = 1;
+        }
+        if (rx & RX_ERROR) {
+            print_error("server refused IDENT", &err);
+            return 1;
+        }
+        if (t - b->last_rx > SILENT_S) {
+            fprintf(stderr, "bot: no PEER with our name from %s\n", b->a.server);
+            return 3;
+        }
+        if (b->ident_pending) {
+            ident_refresh(b, t);
+        }
+    }
+    return 0;
 }
 
 static void trace_step(Bot *b, uint32_t tick, float sx, float sy, uint32_t buttons,
@@ -793,13 +910,18 @@ static int play_match(Bot *b, int played)
         uint8_t snap[sizeof(SnapshotPacket)];
         NetError err;
         int rx = recv_all(b, snap, &err);
+        if (b->have_early && !(rx & RX_SNAPSHOT)) { /* seen while join() awaited the IDENT */
+            memcpy(snap, b->early_snap, sizeof snap);
+            rx |= RX_SNAPSHOT;
+        }
+        b->have_early = 0;
         double t = now_s();
         if (rx) {
             b->last_rx = t;
         }
-        ident_if_pending(b, t);
+        ident_refresh(b, t);
         if ((rx & RX_ERROR) && b->a.do_reset && !m.started) {
-            fprintf(stderr, "bot: server refused RESET: %u %s\n", err.code, err.text);
+            print_error("server refused RESET", &err);
             g_stop = 1;
             return 1;
         }
