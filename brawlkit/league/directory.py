@@ -59,6 +59,7 @@ from brawlkit.league.records import (
     MatchRecord,
     Member,
     cpu_id,
+    default_policy,
     id_problem,
     permanent_ids,
 )
@@ -533,7 +534,11 @@ class MatchWriter(Closing):
             if not isinstance(rec, MatchRecord):
                 raise TypeError(f"not a MatchRecord: {rec!r}")
             if self.source and not rec.source:
-                rec = replace(rec, source=self.source)
+                # the record as if made with this source: a policy it did not say (the
+                # default for no source) becomes the default for this one
+                rec = replace(rec, source=self.source, **{
+                    f"{side}_policy": "" for side in ("a", "b")
+                    if getattr(rec, f"{side}_policy") == default_policy("", side)})
             MatchRecord.from_json(rec.to_json())  # the rule every reader applies
             lines.append(json.dumps(rec.to_json(), sort_keys=True, separators=(",", ":")) + "\n")
         if not lines:
