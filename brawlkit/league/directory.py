@@ -536,9 +536,11 @@ class MatchWriter(Closing):
             if self.source and not rec.source:
                 # the record as if made with this source: a policy it did not say (the
                 # default for no source) becomes the default for this one
-                rec = replace(rec, source=self.source, **{
-                    f"{side}_policy": "" for side in ("a", "b")
-                    if getattr(rec, f"{side}_policy") == default_policy("", side)})
+                said = {side: getattr(rec, f"{side}_policy") != default_policy("", side)
+                        for side in ("a", "b")}
+                rec = replace(rec, source=self.source,
+                              a_policy=rec.a_policy if said["a"] else "",
+                              b_policy=rec.b_policy if said["b"] else "")
             MatchRecord.from_json(rec.to_json())  # the rule every reader applies
             lines.append(json.dumps(rec.to_json(), sort_keys=True, separators=(",", ":")) + "\n")
         if not lines:
