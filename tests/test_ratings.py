@@ -390,7 +390,9 @@ def test_elo_command_on_a_real_league_directory(tmp_path) -> None:
             league.register(m)
     with league.writer("eval") as w:
         w.write_many(log[:10])
-    with league.writer("train:main") as w:
+    # a second writer whose games are rated: a trainer's ("train:main") would mark its side
+    # a as the policy in training, rated apart (docs/ratings.md, "Who is rated")
+    with league.writer("botpool") as w:
         w.write_many(log[10:])
     (league.matches_dir / "broken.jsonl").write_text('{"time": 1, "a": "x"\n')
 
