@@ -46,8 +46,9 @@ from brawlkit.training.config import TrainConfig
 from brawlkit.training.ppo import build_model, scratch_checkpoint, train
 from brawlkit.wire.server_process import ServerGroup
 
-#: the recipe whose [train] settings the real loop runs (configs/learn/)
-RECIPE = "chosen"
+#: the recipe whose [train] settings the real loop runs (configs/learn/): the shipped recipe at the
+#: fast trainer's width
+RECIPE = "chosen_wide"
 
 
 def recipe_config(steps: int, seed: int = 0, recipe: str = RECIPE,
