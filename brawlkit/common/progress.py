@@ -37,6 +37,13 @@ class LineProgress:
     def set_postfix_str(self, s: str) -> None:
         self.postfix = s
 
+    def set_postfix(self, values: dict[str, Any] | None = None, **kw: Any) -> None:
+        self.postfix = ", ".join(f"{k}={v}" for k, v in {**(values or {}), **kw}.items())
+
+    def write(self, line: str, file: TextIO | None = None) -> None:
+        """A message between progress lines (tqdm's ``write``)."""
+        print(line, file=file or self.stream, flush=True)
+
     def _print(self) -> None:
         of = f"/{self.total}" if self.total else ""
         pct = f" ({100 * self.n / self.total:.0f}%)" if self.total else ""
@@ -48,6 +55,12 @@ class LineProgress:
         if not self._closed:
             self._closed = True
             self._print()
+
+    def __enter__(self) -> LineProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def progress_bar(total: int | None, desc: str, unit: str = "it", stream: TextIO | None = None,

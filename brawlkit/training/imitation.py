@@ -351,10 +351,9 @@ class Cloner:
 def _bar(total: int, tag: str, enabled: bool) -> Any:
     if not enabled:
         return None
-    from tqdm.auto import tqdm
+    from brawlkit.common.progress import progress_bar
 
-    return tqdm(total=total, desc=f"imitate {tag}", unit="batch", mininterval=1.0,
-                dynamic_ncols=True, file=sys.stderr)
+    return progress_bar(total, f"imitate {tag}", "batch", mininterval=1.0, dynamic_ncols=True)
 
 
 def _say(bar: Any, line: str) -> None:

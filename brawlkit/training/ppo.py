@@ -419,12 +419,12 @@ def _progress_bar(cfg: TrainConfig, enabled: bool) -> Any:
     """A context manager: the run's progress bar, or nothing."""
     if not enabled:
         return contextlib.nullcontext()
-    # tqdm.auto: a widget bar inside Jupyter (one line in a papermill output
-    # instead of hundreds of carriage-return updates), text in a terminal
-    from tqdm.auto import tqdm
+    # a widget bar inside Jupyter (one line in a papermill output instead of hundreds of
+    # carriage-return updates), text on a terminal, plain lines in a log (common/progress.py)
+    from brawlkit.common.progress import progress_bar
 
-    return tqdm(total=cfg.generations * cfg.steps_per_generation, desc=f"train {cfg.role}",
-                unit="step", mininterval=2.0, dynamic_ncols=True, file=sys.stderr)
+    return progress_bar(cfg.generations * cfg.steps_per_generation, f"train {cfg.role}", "step",
+                        mininterval=2.0, dynamic_ncols=True)
 
 
 def _log_evals(model: Any, gen: int, evals: dict[str, dict[str, Any]]) -> None:
