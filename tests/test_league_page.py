@@ -286,3 +286,43 @@ def test_the_league_page_in_a_browser(league_registry, tmp_path: Path) -> None:
             assert other.locator("#leaderboard tbody tr").count() == len(want["members"])
         finally:
             browser.close()
+
+
+@pytest.mark.servers
+@pytest.mark.timeout(120)
+@pytest.mark.skipif(CHROMIUM is None, reason=NO_CHROMIUM)
+def test_the_screenshot_tool_pushes_a_league_directory_and_captures_its_page(tmp_path: Path) -> None:
+    """``python -m brawlkit.tools.league_screenshot`` (how docs/img/league_page.png is
+    made from a real ``make train`` league): a league directory's members and matches
+    go through ``registry push`` to a throw-away registry, the newest Main becomes
+    active, and the signed-in page is saved; a folder that is not a league is refused
+    in one line."""
+    import subprocess
+    import sys
+
+    from brawlkit.league.directory import LeagueDir
+    from brawlkit.league.sink import MatchSink
+
+    league = LeagueDir(tmp_path / "league")
+    for g in range(2):
+        ckpt, blob = tmp_path / f"g{g}.zip", tmp_path / f"g{g}.bpw"
+        ckpt.write_bytes(b"PK\x05\x06" + bytes(18))
+        blob.write_bytes(_blob(g))
+        league.register(Member(id=f"main-t-g{g:04d}", role="main", generation=g,
+                               parent=f"main-t-g{g - 1:04d}" if g else None,
+                               checkpoint="c.zip", blob="b.bpw"), ckpt, blob)
+    sink = MatchSink(league, "eval")
+    sink.write(sink.records([{"a": f"main-t-g{i % 2:04d}", "b": f"cpu:{1 + i % 3}",
+                              "result": ("win", "loss")[i % 5 == 0], "ticks": 2000 + i, "seed": i}
+                             for i in range(40)]))
+    sink.close()
+    out = tmp_path / "page.png"
+    r = subprocess.run([sys.executable, "-m", "brawlkit.tools.league_screenshot", str(league.path),
+                        str(out), "--width", "1000"], capture_output=True, text=True, timeout=100)
+    assert r.returncode == 0, r.stderr
+    assert "11 leaderboard rows, 2 member(s) and 40 match(es) pushed, active main-t-g0001" in r.stdout
+    assert out.stat().st_size > 10_000 and out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    bad = subprocess.run([sys.executable, "-m", "brawlkit.tools.league_screenshot", str(tmp_path),
+                          str(tmp_path / "x.png")], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "is not a league directory" in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1 and not (tmp_path / "x.png").exists()

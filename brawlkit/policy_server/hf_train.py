@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
@@ -89,88 +90,100 @@ def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, ref_logp: torch.Tens
     return loss, stats
 
 
+def _steps(policy: HfPolicy, opt: torch.optim.Optimizer, lengths: list[int], *, epochs: int,
+           minibatch: int, micro_batch: int, max_grad_norm: float, seed: int,
+           micro: Callable[[list[int], int, bool], None]) -> int:
+    """The one optimizer loop of the RL update and the supervised start: ``epochs`` passes
+    of shuffled minibatches of ``minibatch`` items, each computed ``micro_batch`` items at
+    a time. ``micro(indices, n_tok, first)`` runs one micro-batch's forward and backward
+    with its loss divided by the minibatch's completion tokens ``n_tok`` (so gradients
+    accumulate to the minibatch's per-token mean whatever the micro-batch size); ``first``
+    marks a minibatch's first micro-batch. Returns the optimizer steps taken."""
+    rng = random.Random(seed)
+    params = policy.trainable_parameters()
+    steps = 0
+    for _ in range(max(1, epochs)):
+        order = list(range(len(lengths)))
+        rng.shuffle(order)
+        for s in range(0, len(order), minibatch):
+            mb = order[s:s + minibatch]
+            n_tok = sum(lengths[i] for i in mb)
+            opt.zero_grad()
+            for u in range(0, len(mb), micro_batch):
+                micro(mb[u:u + micro_batch], n_tok, u == 0)
+            torch.nn.utils.clip_grad_norm_(params, max_grad_norm)
+            opt.step()
+            steps += 1
+    return steps
+
+
 def update(policy: HfPolicy, opt: torch.optim.Optimizer, batch: HfBatch, *, epochs: int = 1,
            clip: float | None = 0.2, kl_coef: float = 0.0, minibatch: int = 64, micro_batch: int = 8,
            max_grad_norm: float = 1.0, seed: int = 0) -> dict[str, float]:
     """Optimizer steps over ``batch``: ``epochs`` passes of shuffled minibatches of
-    ``minibatch`` moves, each computed ``micro_batch`` moves at a time."""
-    rng = random.Random(seed)
+    ``minibatch`` moves, each computed ``micro_batch`` moves at a time; the stats are the
+    last minibatch's (loss, per-token KL to the reference, drift from the sampling
+    logprobs)."""
     t0 = time.perf_counter()
-    params = policy.trainable_parameters()
     dev = policy.device
-    steps = 0
-    last: dict[str, float] = {}
+    acc = {"loss": 0.0, "kl": 0.0, "drift": 0.0, "n_tok": 1.0}
+
+    def micro(idx: list[int], n_tok: int, first: bool) -> None:
+        if first:
+            acc.update(loss=0.0, kl=0.0, drift=0.0, n_tok=float(max(1, n_tok)))
+        prompts = [batch.prompts[i] for i in idx]
+        comps = [batch.completions[i] for i in idx]
+        # the reference first: its forward may swap parameters in place, which
+        # must not happen while the policy's graph holds them for backward
+        ref = policy.logprobs(prompts, comps, reference=True)[0] if kl_coef else None
+        logp, mask = policy.logprobs(prompts, comps)
+        r = logp.shape[1]
+        old = torch.tensor([batch.old_logps[i] + [0.0] * (r - len(batch.old_logps[i])) for i in idx],
+                           device=dev)
+        adv = torch.tensor([batch.advantages[i] for i in idx], device=dev)
+        loss, st = policy_loss(logp, old, ref, adv, mask, clip=clip or 0.0, kl_coef=kl_coef,
+                               n_tokens=n_tok)
+        loss.backward()
+        acc["loss"] += float(loss.detach())
+        acc["kl"] += st.get("kl", 0.0) * float(mask.sum())
+        acc["drift"] += float(((logp.detach() - old).abs() * mask).sum())
+
     with policy.lock:
         policy.lm.train()
-        for _ in range(max(1, epochs)):
-            order = list(range(len(batch)))
-            rng.shuffle(order)
-            for s in range(0, len(order), minibatch):
-                mb = order[s:s + minibatch]
-                n_tok = sum(len(batch.completions[i]) for i in mb)
-                opt.zero_grad()
-                tot, kl_sum, drift = 0.0, 0.0, 0.0
-                for u in range(0, len(mb), micro_batch):
-                    idx = mb[u:u + micro_batch]
-                    prompts = [batch.prompts[i] for i in idx]
-                    comps = [batch.completions[i] for i in idx]
-                    # the reference first: its forward may swap parameters in place, which
-                    # must not happen while the policy's graph holds them for backward
-                    ref = policy.logprobs(prompts, comps, reference=True)[0] if kl_coef else None
-                    logp, mask = policy.logprobs(prompts, comps)
-                    r = logp.shape[1]
-                    old = torch.tensor([batch.old_logps[i] + [0.0] * (r - len(batch.old_logps[i])) for i in idx],
-                                       device=dev)
-                    adv = torch.tensor([batch.advantages[i] for i in idx], device=dev)
-                    loss, st = policy_loss(logp, old, ref, adv, mask, clip=clip or 0.0, kl_coef=kl_coef,
-                                           n_tokens=n_tok)
-                    loss.backward()
-                    tot += float(loss.detach())
-                    kl_sum += st.get("kl", 0.0) * float(mask.sum())
-                    drift += float(((logp.detach() - old).abs() * mask).sum())
-                torch.nn.utils.clip_grad_norm_(params, max_grad_norm)
-                opt.step()
-                steps += 1
-                last = {"loss": tot, "kl": kl_sum / max(1, n_tok), "logp_drift": drift / max(1, n_tok)}
+        steps = _steps(policy, opt, [len(c) for c in batch.completions], epochs=epochs,
+                       minibatch=minibatch, micro_batch=micro_batch, max_grad_norm=max_grad_norm,
+                       seed=seed, micro=micro)
         policy.lm.eval()
+    last = ({"loss": acc["loss"], "kl": acc["kl"] / acc["n_tok"], "logp_drift": acc["drift"] / acc["n_tok"]}
+            if steps else {})
     return {**last, "grad_steps": steps, "update_s": round(time.perf_counter() - t0, 3)}
 
 
 def fit(policy: HfPolicy, opt: torch.optim.Optimizer, prompts: list[list[int]], completions: list[list[int]],
         *, epochs: int = 3, minibatch: int = 64, micro_batch: int = 16, seed: int = 0) -> dict[str, float]:
     """The supervised start's cross-entropy on (prompt ids, answer ids) pairs, averaged
-    per token; returns the last loss, the share of pairs whose first answer token gets
-    more than half the probability (``clone_acc``), steps, pairs and seconds."""
-    rng = random.Random(seed)
+    per token; returns the last minibatch's loss, the share of pairs whose first answer
+    token gets more than half the probability (``clone_acc``), steps, pairs and seconds."""
     t0 = time.perf_counter()
-    params = policy.trainable_parameters()
-    steps, loss_v = 0, 0.0
+    loss_v = [0.0]
+
+    def micro(idx: list[int], n_tok: int, first: bool) -> None:
+        logp, _ = policy.logprobs([prompts[i] for i in idx], [completions[i] for i in idx])
+        loss = -logp.sum() / n_tok
+        loss.backward()
+        loss_v[0] = (0.0 if first else loss_v[0]) + float(loss.detach())
+
     with policy.lock:
         policy.lm.train()
-        for _ in range(max(1, epochs)):
-            order = list(range(len(prompts)))
-            rng.shuffle(order)
-            for s in range(0, len(order), minibatch):
-                mb = order[s:s + minibatch]
-                n_tok = sum(len(completions[i]) for i in mb)
-                opt.zero_grad()
-                loss_v = 0.0
-                for u in range(0, len(mb), micro_batch):
-                    idx = mb[u:u + micro_batch]
-                    logp, _ = policy.logprobs([prompts[i] for i in idx], [completions[i] for i in idx])
-                    loss = -logp.sum() / n_tok
-                    loss.backward()
-                    loss_v += float(loss.detach())
-                torch.nn.utils.clip_grad_norm_(params, 1.0)
-                opt.step()
-                steps += 1
+        steps = _steps(policy, opt, [len(c) for c in completions], epochs=epochs, minibatch=minibatch,
+                       micro_batch=micro_batch, max_grad_norm=1.0, seed=seed, micro=micro)
         policy.lm.eval()
         hits = 0
         with torch.no_grad():
             for u in range(0, len(prompts), micro_batch):
                 logp, _ = policy.logprobs(prompts[u:u + micro_batch], completions[u:u + micro_batch])
                 hits += int((logp[:, 0] > -0.6931).sum())
-    return {"clone_loss": loss_v, "clone_acc": round(hits / max(1, len(prompts)), 4), "clone_steps": steps,
+    return {"clone_loss": loss_v[0], "clone_acc": round(hits / max(1, len(prompts)), 4), "clone_steps": steps,
             "clone_pairs": len(prompts), "clone_s": round(time.perf_counter() - t0, 2)}
 
 
