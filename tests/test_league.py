@@ -212,7 +212,11 @@ def test_ctrl_c_stops_the_league_cleanly(tmp_path):
     p = subprocess.Popen([sys.executable, "-m", "brawlkit", "league", "run", "--league-dir",
                           str(league), "--runs-root", str(tmp_path / "runs"), "--no-progress",
                           "--", *TINY[:1], "50", *TINY[2:]],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                         # Ctrl-C as a terminal delivers it: a suite started in the background
+                         # (`make test-busy &`) passes SIGINT on ignored, and Python then
+                         # installs no KeyboardInterrupt handler in the child
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 300
     while _n_members(league) < 3:
         assert time.monotonic() < deadline and p.poll() is None, "roles did not register"
