@@ -113,7 +113,7 @@ test-busy: build wheelhouse testdeps
 # a short league, started from replays: a clone of the CPU (imitate: CPU 8 as the teacher,
 # docs/imitation.md) that Main continues (--init-from) as the chosen recipe does — Main
 # alone against the fixed ladder, its own generations (PFSP) and itself, on 64 arenas of
-# one server (configs/learn/chosen_wide.toml's width) — on runs/league, its Elo drift
+# one server (TrainConfig's defaults: the fast trainer's width) — on runs/league, its Elo drift
 # notebook, and Main's newest generation judged on 50 fresh matches against cpu:5 (the
 # verdict is the last line). TRAIN_ARGS: more generations, e.g. TRAIN_ARGS="--generations
 # 20 ..."; ROLES: e.g. ROLES=main,main_exploiter,league_exploiter for all three;
@@ -124,9 +124,8 @@ test-busy: build wheelhouse testdeps
 # train_role.ipynb and colab_bootstrap.py start from.
 IMITATE_ARGS ?=
 ROLES ?= main
-TRAIN_ARGS ?= --generations 2 --steps-per-generation 500000 --n-envs 64 --n-steps 256 \
-  --batch-size 2048 --n-epochs 4 --kl-coef 0.02 --kl-decay-steps 500000 --main-fixed-share 0.5 \
-  --main-pfsp-share 0.2 --eval-levels 3,5 --eval-episodes 6
+TRAIN_ARGS ?= --generations 2 --steps-per-generation 500000 --kl-coef 0.02 \
+  --kl-decay-steps 500000 --eval-levels 3,5 --eval-episodes 6
 train: build
 	mkdir -p runs
 	$(VPY) -m brawlkit imitate --ensure --run-dir runs/imitate $(IMITATE_ARGS)

@@ -80,7 +80,8 @@ class TrainConfig:
                      "curriculum", choices=role_names())
     generations: int = _opt(3, "generations to train; each ends with a checkpoint and an evaluation")
     steps_per_generation: int = _opt(100_000, "env steps per generation")
-    n_envs: int = _opt(2, "parallel envs, each an arena of a shared game server")
+    n_envs: int = _opt(64, "parallel envs, each an arena of a shared game server (64: the fast "
+                       "trainer's width, stepped in one C call; README, Training speed)")
     servers: int = _opt(0, "game server processes the envs' arenas are spread over (inproc); 0 = "
                         "automatic: one per core the trainer leaves free, at most n_envs")
     seed: int = _opt(0, "seeds PPO, the envs' matches and the curriculum")
@@ -112,9 +113,10 @@ class TrainConfig:
                           "(training/rollout.py); false: SB3's serial loop")
     # --- PPO (stable-baselines3 names)
     learning_rate: float = _opt(3e-4, "Adam learning rate", aliases=("--lr",))
-    n_steps: int = _opt(1024, "rollout length per env (shrunk so a generation holds a rollout)")
-    batch_size: int = _opt(256, "minibatch size")
-    n_epochs: int = _opt(5, "PPO epochs per rollout")
+    n_steps: int = _opt(256, "rollout length per env (shrunk so a generation holds a rollout)")
+    batch_size: int = _opt(2048, "minibatch size (the update's fixed cost per minibatch is "
+                           "~2 ms whatever its size: large ones use the machine)")
+    n_epochs: int = _opt(4, "PPO epochs per rollout")
     gamma: float = _opt(0.99, "discount factor")
     gae_lambda: float = _opt(0.95, "GAE lambda")
     clip_range: float = _opt(0.2, "PPO clip range")
@@ -256,14 +258,13 @@ class TrainConfig:
 
 #: the sizes a start from the clone uses where a person waits for it — the train_role
 #: notebook and colab_bootstrap.py (``--init-from`` the clone, imitation.ensure_clone) —
-#: over TrainConfig's defaults: the chosen recipe's width on the fast trainer
-#: (configs/learn/chosen_wide.toml: 64 arenas of one server, rollout 256, minibatch 2,048,
-#: 4 epochs, its KL toward the clone), a generation sized to about a minute on 2 cores
-#: (measured: 1,000,000 env steps trained in 62 s and evaluated in 1.5 s, 70 s in all, on 2
-#: cores shared with other jobs, load ~8; README, Notebooks)
+#: over TrainConfig's defaults (which are already the fast trainer's width: 64 arenas of
+#: one server, rollout 256, minibatch 2,048, 4 epochs): the chosen recipe's KL toward the
+#: clone (configs/learn/chosen_wide.toml) and a generation sized to about a minute on 2
+#: cores (measured: 1,000,000 env steps trained in 62 s and evaluated in 1.5 s, 70 s in
+#: all, on 2 cores shared with other jobs, load ~8; README, Notebooks)
 QUICK_START: dict[str, Any] = {
-    "generations": 1, "steps_per_generation": 1_000_000, "n_envs": 64, "n_steps": 256,
-    "batch_size": 2048, "n_epochs": 4, "kl_coef": 0.02, "kl_decay_steps": 2_000_000,
+    "generations": 1, "steps_per_generation": 1_000_000, "kl_coef": 0.02, "kl_decay_steps": 2_000_000,
 }
 
 
