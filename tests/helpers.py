@@ -250,16 +250,9 @@ class RegistryServer(Listening):
 
 def add_agent(db_url: str, name: str, scope: str) -> str:
     """An agent made through the library (the CLI path has its own test); its secret."""
-    from brawlkit.registry.auth import hash_secret, new_secret
-    from brawlkit.registry.database import RegistryDB
+    from brawlkit.registry.database import create_agent
 
-    secret = new_secret()
-    db = RegistryDB(db_url)
-    try:
-        db.add_agent(name, scope, hash_secret(secret))
-    finally:
-        db.close()
-    return secret
+    return create_agent(db_url, name, scope)
 
 
 def c_layout(cc: list[str], structs: list[Any], tmp: Path, extra: tuple[str, ...] = ()) -> list[str]:

@@ -62,7 +62,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError
 
 from brawlkit.league.records import ID_LEN, MatchRecord, Member
-from brawlkit.registry.auth import SecretHash
+from brawlkit.registry.auth import SecretHash, hash_secret, new_secret
 
 #: the schema version this code writes and reads
 SCHEMA_VERSION = 5
@@ -730,3 +730,17 @@ class RegistryDB:
         with read_tx(self.engine) as conn:
             rows = conn.execute(q).tuples().all()
         return [_match_of(r[1:]) for r in rows], max((r[0] for r in rows), default=seq)
+
+
+def create_agent(db_url: str, name: str, scope: str) -> str:
+    """A new agent in the registry database at ``db_url``; its secret (the database keeps
+    only a hash, so this is the one time it is seen). For programs that set up a
+    registry of their own — the league page's screenshot tool, the tests; a person uses
+    ``registry add-agent``."""
+    secret = new_secret()
+    db = RegistryDB(db_url)
+    try:
+        db.add_agent(name, scope, hash_secret(secret))
+    finally:
+        db.close()
+    return secret

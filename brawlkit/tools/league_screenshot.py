@@ -35,20 +35,6 @@ def _serve(db_url: str, data: Path, log: Path) -> tuple[subprocess.Popen[str], s
     return proc, f"http://127.0.0.1:{int(line.split()[1])}"
 
 
-def _agent(db_url: str, name: str, scope: str) -> str:
-    """A registry agent made in the database; its secret."""
-    from brawlkit.registry.auth import hash_secret, new_secret
-    from brawlkit.registry.database import RegistryDB
-
-    secret = new_secret()
-    db = RegistryDB(db_url)
-    try:
-        db.add_agent(name, scope, hash_secret(secret))
-    finally:
-        db.close()
-    return secret
-
-
 def screenshot(league_dir: Path, out: Path, *, width: int = 1280, activate: bool = True,
                chromium: str | None = None) -> dict[str, object]:
     """Push ``league_dir`` to a throw-away registry and save its ``/league`` page to ``out``
@@ -57,6 +43,7 @@ def screenshot(league_dir: Path, out: Path, *, width: int = 1280, activate: bool
 
     from brawlkit.league.directory import LeagueDir
     from brawlkit.registry.client import RegistryClient
+    from brawlkit.registry.database import create_agent
     from brawlkit.registry.sync import RegistrySync
 
     browser_bin = chromium or shutil.which("chromium") or shutil.which("chromium-browser")
@@ -66,7 +53,7 @@ def screenshot(league_dir: Path, out: Path, *, width: int = 1280, activate: bool
     with tempfile.TemporaryDirectory(prefix="bk_league_shot_") as td:
         tmp = Path(td)
         db_url = f"sqlite:///{tmp / 'registry.db'}"
-        admin, reader = _agent(db_url, "admin", "admin"), _agent(db_url, "viewer", "read")
+        admin, reader = create_agent(db_url, "admin", "admin"), create_agent(db_url, "viewer", "read")
         proc, url = _serve(db_url, tmp / "data", tmp / "serve.log")
         try:
             client = RegistryClient(url, "admin", admin, cache_dir=tmp / "cache")
