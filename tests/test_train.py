@@ -253,7 +253,9 @@ def test_tiny_train_resume_and_eval_cli(tmp_path):
 
     # --resume continues from the newest checkpoint, with the run's settings: only the
     # flag given now changes one (and the model trains with it), and the run says so
-    r = run_cli("train", "--generations", "1", "--resume", "--run-dir", str(run),
+    # (the machine's resources, --n-envs among them, are always the call's: given as
+    # the run had them)
+    r = run_cli("train", "--generations", "1", "--resume", "--run-dir", str(run), "--n-envs", "2",
                 "--ent-coef", "0.01", "--no-progress", "--json")
     assert r.returncode == 0, r.stderr
     meta1 = json.loads((run / "gen_0001.json").read_text())
