@@ -24,9 +24,10 @@ from pathlib import Path
 
 def _serve(db_url: str, data: Path, log: Path) -> tuple[subprocess.Popen[str], str]:
     """A ``registry serve`` subprocess on a kernel-chosen port; (process, its URL)."""
-    proc = subprocess.Popen([sys.executable, "-m", "brawlkit", "registry", "serve", "--db", db_url,
-                             "--data", str(data), "--port", "0", "--log-level", "warning"],
-                            stdout=subprocess.PIPE, stderr=log.open("w"), text=True)
+    with log.open("w") as err:  # the child keeps its own copy of the descriptor
+        proc = subprocess.Popen([sys.executable, "-m", "brawlkit", "registry", "serve", "--db", db_url,
+                                 "--data", str(data), "--port", "0", "--log-level", "warning"],
+                                stdout=subprocess.PIPE, stderr=err, text=True)
     assert proc.stdout is not None
     line = proc.stdout.readline()
     if not line.startswith("listening "):
