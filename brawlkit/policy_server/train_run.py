@@ -460,48 +460,39 @@ def reward_weights(spec: str) -> MoveRewardWeights:
     return MoveRewardWeights(**kw)
 
 
-#: what each numeric flag of ``policy train`` sets (docs/move_training.md has the why)
-FLAG_HELP: dict[str, str] = {
-    "seed": "seeds the policy, the fights and the curriculum",
-    "batches": "stop after this many RL batches (default: when --minutes are spent)",
-    "fights_per_batch": "fights per RL batch (one update each)",
-    "workers": "rollout worker processes, each with its own game server",
-    "decision_ticks": "ticks between the policy's decisions (8 = 7.5 decisions per second)",
-    "reaction_frames": "the fixed human reaction added to each move's latency, in frames",
-    "epochs": "passes over a batch per update",
-    "minibatch": "moves per optimizer step",
-    "curriculum_k": "recent fights per CPU level the curriculum reads",
-    "eval_fights": "fights of each periodic evaluation",
-    "final_eval_fights": "fights of the final evaluation (fresh seeds)",
-    "max_ticks": "cut each fight after this many ticks (smoke runs)",
-    "clone_fights": "the supervised start: teacher fights to clone first (0 = none)",
-    "clone_rounds": "DAgger rounds of the supervised start",
-    "clone_epochs": "epochs of each supervised fit",
-    "lora_rank": "with --hf: LoRA rank (0 = train every weight)",
-    "micro_batch": "with --hf: moves per forward/backward (gradients accumulate to a minibatch)",
-    "max_new_tokens": "with --hf: answer length cap in tokens",
-    "reasks": "re-asks after an answer naming no available move (training: 0, the write-up's rule)",
-    "minutes": "wall-clock budget of the RL phase",
-    "lr": "learning rate of the RL update",
-    "clone_lr": "learning rate of the supervised start",
-    "entropy_coef": "entropy bonus of the text policy's update",
-    "clip": "PPO clip range of the ratio (0 = plain REINFORCE)",
-    "temperature": "sampling temperature while training",
-    "baseline_decay": "decay of the stratified moving-average baseline",
-    "curriculum_floor": "least weight of an unlocked CPU level in the draw",
-    "eval_every_s": "seconds between periodic evaluations",
-    "fight_timeout_s": "a fight running longer is void",
-    "kl_coef": "with --hf: weight of the KL term toward the reference model",
-}
-#: each numeric flag's type (ints first, as MoveTrainOptions declares them)
-FLAG_HELP_TYPES: dict[str, type] = {
-    **{n: int for n in ("seed", "batches", "fights_per_batch", "workers", "decision_ticks",
-                        "reaction_frames", "epochs", "minibatch", "curriculum_k", "eval_fights",
-                        "final_eval_fights", "max_ticks", "clone_fights", "clone_rounds",
-                        "clone_epochs", "lora_rank", "micro_batch", "max_new_tokens", "reasks")},
-    **{n: float for n in ("minutes", "lr", "clone_lr", "entropy_coef", "clip", "temperature",
-                          "baseline_decay", "curriculum_floor", "eval_every_s", "fight_timeout_s",
-                          "kl_coef")},
+#: each numeric flag of ``policy train``: its type and what it sets (docs/move_training.md
+#: has the why)
+NUMERIC_FLAGS: dict[str, tuple[type, str]] = {
+    "seed": (int, "seeds the policy, the fights and the curriculum"),
+    "batches": (int, "stop after this many RL batches (default: when --minutes are spent)"),
+    "fights_per_batch": (int, "fights per RL batch (one update each)"),
+    "workers": (int, "rollout worker processes, each with its own game server"),
+    "decision_ticks": (int, "ticks between the policy's decisions (8 = 7.5 decisions per second)"),
+    "reaction_frames": (int, "the fixed human reaction added to each move's latency, in frames"),
+    "epochs": (int, "passes over a batch per update"),
+    "minibatch": (int, "moves per optimizer step"),
+    "curriculum_k": (int, "recent fights per CPU level the curriculum reads"),
+    "eval_fights": (int, "fights of each periodic evaluation"),
+    "final_eval_fights": (int, "fights of the final evaluation (fresh seeds)"),
+    "max_ticks": (int, "cut each fight after this many ticks (smoke runs)"),
+    "clone_fights": (int, "the supervised start: teacher fights to clone first (0 = none)"),
+    "clone_rounds": (int, "DAgger rounds of the supervised start"),
+    "clone_epochs": (int, "epochs of each supervised fit"),
+    "lora_rank": (int, "with --hf: LoRA rank (0 = train every weight)"),
+    "micro_batch": (int, "with --hf: moves per forward/backward (gradients accumulate to a minibatch)"),
+    "max_new_tokens": (int, "with --hf: answer length cap in tokens"),
+    "reasks": (int, "re-asks after an answer naming no available move (training: 0, the write-up's rule)"),
+    "minutes": (float, "wall-clock budget of the whole run, the supervised start included"),
+    "lr": (float, "learning rate of the RL update"),
+    "clone_lr": (float, "learning rate of the supervised start"),
+    "entropy_coef": (float, "entropy bonus of the text policy's update"),
+    "clip": (float, "PPO clip range of the ratio (0 = plain REINFORCE)"),
+    "temperature": (float, "sampling temperature while training"),
+    "baseline_decay": (float, "decay of the stratified moving-average baseline"),
+    "curriculum_floor": (float, "least weight of an unlocked CPU level in the draw"),
+    "eval_every_s": (float, "seconds between periodic evaluations"),
+    "fight_timeout_s": (float, "a fight running longer is void"),
+    "kl_coef": (float, "with --hf: weight of the KL term toward the reference model"),
 }
 
 
@@ -514,9 +505,9 @@ def _parser() -> argparse.ArgumentParser:
         "processes, real brawlpit_server arenas, the per-move backward reward, the p(1-p) CPU "
         "curriculum and a stratified moving-average baseline (docs/move_training.md).")
     ap.add_argument("--out", default=d.out, help=f"run directory (default {d.out})")
-    for name, kind in FLAG_HELP_TYPES.items():
+    for name, (kind, text) in NUMERIC_FLAGS.items():
         ap.add_argument("--" + name.replace("_", "-"), type=kind, default=getattr(d, name),
-                        help=f"{FLAG_HELP[name]} (default {getattr(d, name)})")
+                        help=f"{text} (default {getattr(d, name)})")
     ap.add_argument("--baseline-start", choices=("zero", "mean"), default=d.baseline_start,
                     help="an unseen difficulty's baseline: 0 (the write-up) or its first batch's mean "
                          f"(default {d.baseline_start})")
