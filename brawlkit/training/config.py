@@ -81,7 +81,7 @@ class TrainConfig:
     generations: int = _opt(3, "generations to train; each ends with a checkpoint and an evaluation")
     steps_per_generation: int = _opt(100_000, "env steps per generation")
     n_envs: int = _opt(64, "parallel envs, each an arena of a shared game server (64: the fast "
-                       "trainer's width, stepped in one C call; README, Training speed)")
+                       "trainer's width, stepped in one C call; README, Benchmarks)")
     servers: int = _opt(0, "game server processes the envs' arenas are spread over (inproc); 0 = "
                         "automatic: one per core the trainer leaves free, at most n_envs")
     seed: int = _opt(0, "seeds PPO, the envs' matches and the curriculum")
