@@ -590,14 +590,15 @@ def _reusable_clone(run_dir: Path, icfg: ImitationConfig, cfg: TrainConfig) -> P
     from brawlkit.training.checkpoints import list_checkpoints
 
     zip_path, meta_path = run_dir / "gen_0000.zip", run_dir / "gen_0000.json"
-    if not list_checkpoints(run_dir):
+    held = list_checkpoints(run_dir)
+    if not held:
         return None
     try:
         meta = json.loads(meta_path.read_text())
         stored = (meta["imitation"]["settings"], {k: meta["config"][k] for k in (*TRAIN_FIELDS, *CLONE_SHAPE)})
     except (OSError, ValueError, KeyError, TypeError):
         stored = None
-    if stored is None or len(list_checkpoints(run_dir)) != 1:
+    if stored is None or len(held) != 1:
         raise FileExistsError(f"{run_dir} holds checkpoints that are not one imitation clone: "
                               "choose another clone directory")
     want = json.loads(json.dumps((asdict(icfg), {k: cfg.to_dict()[k]
