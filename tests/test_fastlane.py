@@ -76,7 +76,7 @@ def test_bpv_step_packs_like_python_and_drops_what_python_drops(layout: int) -> 
             srv.send(d)
         lane.actions[0] = action
         lane._lib.bpv_step(lane._base, 2, lane.actions.ctypes.data, 4, layout,
-                           lane.inputs.ctypes.data, 0, 200_000, None)
+                           lane.inputs.ctypes.data, 0, 200_000, None, None)
         sx, sy, buttons = decode_action(action)
         assert srv.recv(256) == P.pack_cmd(11, 77, 100, 6, sx, sy, buttons, 0, 4)
         assert (c.status, c.skipped, c.tick, c.seq, c.cmd_seq) == (F.BPV_DONE, 5, 104, 11, 6)
@@ -85,7 +85,7 @@ def test_bpv_step_packs_like_python_and_drops_what_python_drops(layout: int) -> 
         assert np.array_equal(lane.inputs[0], build_input(good, 0, layout, (sx, sy, buttons)))
         # nothing answers the next step: PENDING after the budget, nothing read
         lane._lib.bpv_step(lane._base, 2, lane.actions.ctypes.data, 4, layout,
-                           lane.inputs.ctypes.data, 0, 20_000, None)
+                           lane.inputs.ctypes.data, 0, 20_000, None, None)
         assert c.status == F.BPV_PENDING and c.tick == 104
     finally:
         me.close()
@@ -97,12 +97,14 @@ def _scripted(obs: np.ndarray) -> np.ndarray:
     return np.tanh(3.0 * obs[:6]).astype(np.float32)
 
 
-def _vec(group: ServerGroup, lane: bool, n: int = 4, **kw: Any) -> BrawlpitVecEnv:
+def _vec(group: ServerGroup, lane: bool, n: int = 4, lane_batch: int = int(C.BP_BATCH_MAX),
+         **kw: Any) -> BrawlpitVecEnv:
     def make(i: int) -> BrawlpitEnv:
         opp: Any = "cpu:3" if i % 2 == 0 else _scripted
         return BrawlpitEnv(opponent=opp, reward=make_reward("tiered"), server=group.server_for(i),
                            seed=100 + i, **{"max_episode_steps": 150, **kw})
-    v = BrawlpitVecEnv([functools.partial(make, i) for i in range(n)], fast_lane=lane)
+    v = BrawlpitVecEnv([functools.partial(make, i) for i in range(n)], fast_lane=lane,
+                       lane_batch=lane_batch)
     v.seed(7)
     return v
 
@@ -129,15 +131,27 @@ def _same_steps(a: BrawlpitVecEnv, b: BrawlpitVecEnv, steps: int, seed: int = 0)
 
 
 @pytest.mark.servers
-@pytest.mark.parametrize("kw", [{}, {"input_layout": INPUT_LAYOUT_OBS, "action_repeat": 2}])
+@pytest.mark.parametrize("kw", [{}, {"input_layout": INPUT_LAYOUT_OBS, "action_repeat": 2},
+                                {"lane_batch": 0}, {"lane_batch": 3, "servers": 2}])
 def test_lane_steps_exactly_like_the_python_path(kw: dict[str, Any]) -> None:
-    """CPU and callable opponents, step limits and auto-resets: bit-identical outputs."""
-    with ServerGroup(8) as group, closing(_vec(group, True, **kw)) as a, \
+    """CPU and callable opponents, step limits and auto-resets: bit-identical outputs —
+    with the lane's commands in BATCHes (the default; 3 per BATCH over two servers: several
+    datagrams and sockets per step) and each from its own socket (``lane_batch=0``)."""
+    servers, kw = kw.get("servers", 0), {k: v for k, v in kw.items() if k != "servers"}
+    with ServerGroup(8, servers=servers) as group, closing(_vec(group, True, **kw)) as a, \
             closing(_vec(group, False, **kw)) as b:
         assert b.lane is None
         ended = _same_steps(a, b, 700)
         assert ended >= 8  # the step limit ended episodes, and the lane took them up again
         assert a.lane.steps == 700 and a.lane.fallbacks == 0
+        sent, items = a.lane.batch.sent, a.lane.batch.items
+        if kw.get("lane_batch") == 0:
+            assert sent == items == 0
+        else:  # every answer came in a BATCH_SNAP: 2 CPU arenas (1 client), 2 with 2 clients
+            assert items == 6 * 700
+            assert sent >= 700 * (2 if kw.get("lane_batch") == 3 else 1)
+            handled = sum(srv.stats()["batch_items"] for srv in group.servers)
+            assert handled == 6 * 700 + a.lane.resends
 
 
 @pytest.mark.servers
@@ -169,8 +183,8 @@ def test_a_lost_cmd_is_resent_by_the_lane(server_factory: Any) -> None:
     srv = server_factory(mode="lockstep")
     cmds = {"n": 0}
 
-    def drop_tenth_cmd(data: bytes) -> bool:
-        if len(data) == P.PACKET_SIZES[C.BP_PKT_CMD] and data[3] == C.BP_PKT_CMD:
+    def drop_tenth_cmd(data: bytes) -> bool:  # a lone CMD or the lane's BATCH of one
+        if data[3] in (C.BP_PKT_CMD, C.BP_PKT_BATCH):
             cmds["n"] += 1
             return cmds["n"] == 10
         return False

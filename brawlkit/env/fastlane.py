@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import socket
 import time
 from collections.abc import Iterator
 from functools import lru_cache
@@ -37,7 +38,7 @@ from brawlkit.env.actions import ACT_DIM
 from brawlkit.env.brawlpit import BrawlpitEnv
 from brawlkit.env.observation import INPUT_LAYOUTS, build_input
 from brawlkit.env.rewards import OutcomeReward, TieredReward, match_outcome, time_pressure_half_life
-from brawlkit.env.udp_client import RESEND_S
+from brawlkit.env.udp_client import RESEND_S, UdpClient
 from brawlkit.wire import protocol as P
 from brawlkit.wire.constants import C
 from brawlkit.wire.mirrors import mirror
@@ -73,6 +74,12 @@ class BpvClient(ctypes.Structure):
     :func:`lib` checks the size against C's, a test every offset)."""
 
 
+@mirror("BpvBatch", "src/obs.h", "src/reward.h", "src/vecstep.h")
+class BpvBatch(ctypes.Structure):
+    """The lane's batching: its whole client array, items per BATCH and its counters
+    (native/src/vecstep.h; docs/protocol.md "Batches")."""
+
+
 @lru_cache(maxsize=1)
 def lib() -> ctypes.CDLL:
     """Load libbrawlvec.so once (a missing build names ``make build``)."""
@@ -80,14 +87,16 @@ def lib() -> ctypes.CDLL:
     so.bpv_client_size.restype = ctypes.c_uint32
     so.bpv_step.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_uint32,
                             ctypes.c_int, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint32,
-                            ctypes.c_void_p]
+                            ctypes.c_void_p, ctypes.c_void_p]
     so.bpv_step.restype = ctypes.c_int
-    so.bpv_send.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_uint32]
+    so.bpv_send.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_uint32,
+                            ctypes.c_void_p]
     so.bpv_send.restype = None
     so.bpv_ready.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_void_p,
-                             ctypes.c_uint32, ctypes.c_uint32, ctypes.c_void_p, ctypes.c_void_p]
+                             ctypes.c_uint32, ctypes.c_uint32, ctypes.c_void_p, ctypes.c_void_p,
+                             ctypes.c_void_p]
     so.bpv_ready.restype = ctypes.c_int
-    so.bpv_resend.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    so.bpv_resend.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
     so.bpv_resend.restype = ctypes.c_int
     so.bpv_inputs.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
                               ctypes.c_int, ctypes.c_void_p]
@@ -188,9 +197,14 @@ class FastLane:
         action_repeat, input_layout: what every env in the lane uses (an env with other
             values stays on the Python path).
         spin_us: how long ``bpv_ready`` busy-polls before it sleeps in ``poll``.
+        batch: commands per BATCH datagram (1..``BP_BATCH_MAX``, docs/protocol.md
+            "Batches"): the clients of one server send in BATCHes over one shared
+            socket and are answered in BATCH_SNAPs — one datagram each way per step
+            instead of one per client; 0 sends each client's CMD from its own socket.
     """
 
-    def __init__(self, n_envs: int, action_repeat: int, input_layout: int, spin_us: float = 200.0):
+    def __init__(self, n_envs: int, action_repeat: int, input_layout: int, spin_us: float = 200.0,
+                 batch: int = int(C.BP_BATCH_MAX)):
         self._lib = lib()
         if input_layout not in INPUT_LAYOUTS:
             raise ValueError(f"input_layout {input_layout} unknown; known: {sorted(INPUT_LAYOUTS)}")
@@ -207,10 +221,23 @@ class FastLane:
         self.actions = np.zeros((2 * n_envs, ACT_DIM), np.float32)
         self.inputs = np.zeros((2 * n_envs, self.dim), np.float32)
         self._rows = np.zeros(2 * n_envs, np.int32)
+        if not 0 <= batch <= int(C.BP_BATCH_MAX):
+            raise ValueError(f"batch must be 0 (off) .. {int(C.BP_BATCH_MAX)} commands per BATCH, got {batch}")
+        self.batch = BpvBatch(clients=self._base, inputs=self.inputs.ctypes.data,
+                              n_clients=2 * n_envs, max_items=batch)
+        #: the lane's BpvBatch for the C calls (None: batching off); one socket per server
+        self._bptr: int | None = ctypes.addressof(self.batch) if batch else None
+        self._batch_socks: dict[tuple[str, int], socket.socket] = {}
+        for c in self.clients:
+            c.bfd = -1  # (a zeroed row would name fd 0) until admit gives it its server's
         self._need = [0] * n_envs
         self.loaded = [False] * n_envs
         self.parked = [False] * n_envs
-        self._stepped = [False] * n_envs
+        self._stepped = np.zeros(n_envs, bool)
+        #: bumped whenever an env enters, leaves or parks: the cached per-range plan of
+        #: a batched step (:meth:`_plan`) is rebuilt only then, not per step
+        self._epoch = 0
+        self._plans: dict[tuple[int, int], tuple[int, np.ndarray, list[int], list[tuple[Any, np.ndarray]]]] = {}
         self.n_loaded = 0
         #: the lane's C reward (the first admitted env's, when the lane can compute it)
         self.weights: BpRewardWeights | None = None
@@ -244,6 +271,7 @@ class FastLane:
                 c.active = 0
                 continue
             c.active, c.fd, c.session, c.slot = 1, client.fd, client.session, client.slot
+            c.bfd, c.arena_id = self._batch_fd(env.address), env.arena_id or 0
             c.seq, c.cmd_seq = client.seq & 0xFFFFFFFF, client.cmd_seq & 0xFFFFFFFF
             c.match_id, c.tick = snap.match_id, snap.tick
             ctypes.memmove(ctypes.addressof(c.snap), snap.raw, SNAPSHOT_SIZE)
@@ -255,12 +283,33 @@ class FastLane:
         self.max_steps[i] = env.max_episode_steps or np.iinfo(np.int64).max
         self.loaded[i] = True
         self.parked[i] = False
+        self._epoch += 1
         self.n_loaded += 1
         self._stepped[i] = False
         if self._c_owns:
             self._to_c(i, env)
         env._lane_exit = functools.partial(self.release, i, env)
         return True
+
+    def _batch_fd(self, address: tuple[str, int]) -> int:
+        """The socket the BATCHes to ``address``'s server travel by (made on first use and
+        connected there, so its source IP is the clients' own: the server checks it), or
+        -1 with batching off."""
+        if self._bptr is None:
+            return -1
+        sock = self._batch_socks.get(address)
+        if sock is None:
+            sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, UdpClient.RCVBUF)
+            sock.connect(address)
+            self._batch_socks[address] = sock
+        return sock.fileno()
+
+    def close(self) -> None:
+        """Close the batch sockets (the clients' own belong to their envs)."""
+        for sock in self._batch_socks.values():
+            sock.close()
+        self._batch_socks.clear()
 
     def _can_reward(self, reward: Any) -> bool:
         """Whether the lane's C reward computes ``reward`` (the first such env sets the
@@ -282,6 +331,7 @@ class FastLane:
         if self._c_owns and self._stepped[i]:
             self._to_python(i, env)
         self.loaded[i] = False
+        self._epoch += 1
         self.n_loaded -= 1
         self.n_rewarded -= self.rewarded[i]
         self.rewarded[i] = False
@@ -319,6 +369,7 @@ class FastLane:
         are stale until it is admitted again."""
         self.clients[2 * i].active = self.clients[2 * i + 1].active = 0
         self.parked[i] = True
+        self._epoch += 1
 
     def batchable(self) -> bool:
         """Whether the next vector step can be :meth:`step_batch`: every env in the lane
@@ -338,22 +389,45 @@ class FastLane:
     def _opponent_actions(self, envs: list[Any], idx: list[int]) -> list[int]:
         """Each lane env's callable opponent acts on its own view; opponents declaring
         ``batched = True`` act for all their arenas in one call.  The envs with one."""
-        acts, inputs = self.actions, self.inputs
+        singles, groups = self._opponents(envs, idx)
+        self._act_opponents(singles, groups, envs)
+        return sorted(singles + [int(r) // 2 for _, rows in groups for r in rows])
+
+    @staticmethod
+    def _opponents(envs: list[Any], idx: Any) -> tuple[list[int], list[tuple[Any, np.ndarray]]]:
+        """The envs of ``idx`` whose callable opponent acts alone, and the batched
+        opponents with the opponent rows (``2*i+1``) each acts for."""
         groups: dict[int, tuple[Any, list[int]]] = {}
-        with_op: list[int] = []
+        singles: list[int] = []
         for i in idx:
             fn = envs[i]._op_fn
             if fn is None:
                 continue
-            with_op.append(i)
             if getattr(fn, "batched", False):
-                groups.setdefault(id(fn), (fn, []))[1].append(i)
-            else:  # its own array, as the Python path gives it (one may keep it)
-                acts[2 * i + 1] = fn(inputs[2 * i + 1].copy())
-        for fn, rows in groups.values():
-            ops = [2 * i + 1 for i in rows]
-            acts[ops] = fn(inputs[ops])
-        return with_op
+                groups.setdefault(id(fn), (fn, []))[1].append(2 * i + 1)
+            else:
+                singles.append(i)
+        return singles, [(fn, np.asarray(rows, np.intp)) for fn, rows in groups.values()]
+
+    def _act_opponents(self, singles: list[int], groups: list[tuple[Any, np.ndarray]],
+                       envs: list[Any]) -> None:
+        acts, inputs = self.actions, self.inputs
+        for i in singles:  # its own array, as the Python path gives it (one may keep it)
+            acts[2 * i + 1] = envs[i]._op_fn(inputs[2 * i + 1].copy())
+        for fn, rows in groups:
+            acts[rows] = fn(inputs[rows])
+
+    def _plan(self, envs: list[Any], lo: int, hi: int
+              ) -> tuple[int, np.ndarray, list[int], list[tuple[Any, np.ndarray]]]:
+        """What a batched step of envs ``lo..hi`` does besides the C call — which envs
+        are live, which opponents act for which rows — worked out once per lane epoch (an
+        env entering, leaving or parking), so a step runs no per-env Python."""
+        plan = self._plans.get((lo, hi))
+        if plan is None or plan[0] != self._epoch:
+            live = np.asarray([i for i in range(lo, hi) if not self.parked[i]], np.intp)
+            plan = (self._epoch, live, *self._opponents(envs, live.tolist()))
+            self._plans[(lo, hi)] = plan
+        return plan
 
     def step_batch(self, envs: list[Any], actions: np.ndarray
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -373,12 +447,11 @@ class FastLane:
         self._mode(envs, True)
         acts = self.actions
         acts[2 * lo:2 * hi:2] = actions
-        live = [i for i in range(lo, hi) if not self.parked[i]]
-        self._opponent_actions(envs, live)
-        for i in live:
-            self._stepped[i] = True
+        _, live, singles, groups = self._plan(envs, lo, hi)
+        self._act_opponents(singles, groups, envs)
+        self._stepped[live] = True
         self._lib.bpv_send(self._base + 2 * lo * self._size, 2 * (hi - lo),
-                           acts[2 * lo:].ctypes.data, self.action_repeat)
+                           acts[2 * lo:].ctypes.data, self.action_repeat, self._bptr)
         self.steps += 1
         self.batched_steps += 1
 
@@ -393,14 +466,14 @@ class FastLane:
         inputs = self.inputs[2 * lo:].ctypes.data
         t0 = None
         while True:
-            k = lib.bpv_ready(base, count, layout, inputs, spin, BUDGET_US, rows, rw)
+            k = lib.bpv_ready(base, count, layout, inputs, spin, BUDGET_US, rows, rw, self._bptr)
             if k == -1:
                 break  # none pending: every answer is in
             if k == -2:  # nothing for a whole budget: re-send, or give up on those envs
                 t0 = t0 if t0 is not None else time.monotonic() - BUDGET_US * 1e-6
                 if time.monotonic() - t0 > BATCH_PATIENCE_S:
                     break
-                self.resends += lib.bpv_resend(base, count)
+                self.resends += lib.bpv_resend(base, count, self._bptr)
         if (self.view["status"][2 * lo:2 * hi] == BPV_PENDING).any():
             self._batch_fallbacks(envs, actions, lo, hi)
         self.env_steps[lo:hi] += 1
@@ -466,13 +539,13 @@ class FastLane:
         for i in self._opponent_actions(envs, lane_idx):
             need[i] = 2
         lib, base, n, clients = self._lib, self._base, 2 * self.n_envs, self.clients
-        lib.bpv_send(base, n, acts.ctypes.data, self.action_repeat)
+        lib.bpv_send(base, n, acts.ctypes.data, self.action_repeat, self._bptr)
         self.steps += 1
         layout, inputs, spin = self.input_layout, self.inputs.ctypes.data, self.spin_us
         rows, rows_ptr = self._rows, self._rows.ctypes.data
         left = len(lane_idx)
         while left:
-            k = lib.bpv_ready(base, n, layout, inputs, spin, BUDGET_US, rows_ptr, None)
+            k = lib.bpv_ready(base, n, layout, inputs, spin, BUDGET_US, rows_ptr, None, self._bptr)
             if k < 0:
                 break
             for row in rows[:k].tolist():

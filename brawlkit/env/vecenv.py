@@ -14,7 +14,10 @@ The common case — lockstep, no input delay — goes through the *fast lane*
 (brawlkit/env/fastlane.py): one C call sends every env's CMD, receives every snapshot
 and builds every policy input; only the reward and the info stay per-env Python.  The
 lane's inputs are bit-identical to the Python path's (tests/test_fastlane.py steps both
-side by side); ``fast_lane=False`` turns it off.
+side by side); ``fast_lane=False`` turns it off.  The lane sends the commands of all the
+envs on one server in BATCH datagrams and reads their snapshots from BATCH_SNAPs
+(docs/protocol.md "Batches"): one datagram each way per step, not one per client;
+``lane_batch=0`` sends each client's CMD from its own socket instead.
 
 Auto-reset follows SB3's convention: on ``terminated or truncated`` the last
 observation goes to ``info["terminal_observation"]``, ``info["TimeLimit.truncated"]``
@@ -36,6 +39,7 @@ from brawlkit.env.actions import ACT_DIM
 from brawlkit.env.brawlpit import BrawlpitEnv
 from brawlkit.env.fastlane import FastLane
 from brawlkit.env.vec_kinds import DEFAULT_VEC, VEC_KINDS
+from brawlkit.wire.constants import C
 
 
 class BrawlpitVecEnv(DummyVecEnv):
@@ -46,8 +50,10 @@ class BrawlpitVecEnv(DummyVecEnv):
     ``step``.
     """
 
-    def __init__(self, env_fns: Sequence[Callable[[], gym.Env]], fast_lane: bool = True):
+    def __init__(self, env_fns: Sequence[Callable[[], gym.Env]], fast_lane: bool = True,
+                 lane_batch: int = int(C.BP_BATCH_MAX)):
         super().__init__(list(env_fns))
+        self._lane_batch = lane_batch
         self._split = [
             hasattr(e.unwrapped, "step_send") and hasattr(e.unwrapped, "step_recv") and e is e.unwrapped
             for e in self.envs
@@ -69,7 +75,14 @@ class BrawlpitVecEnv(DummyVecEnv):
                       if split and isinstance(e, BrawlpitEnv)), None)
         if first is None:
             return None
-        return FastLane(self.num_envs, first.action_repeat, first.input_layout, first._poll_us)
+        return FastLane(self.num_envs, first.action_repeat, first.input_layout, first._poll_us,
+                        batch=self._lane_batch)
+
+    def close(self) -> None:
+        """The envs (their clients and servers), then the lane's batch sockets."""
+        super().close()
+        if self.lane is not None:
+            self.lane.close()
 
     def step_all(self, acts: np.ndarray) -> list[Any]:
         """Every env's ``(obs, reward, terminated, truncated, info)`` for ``acts``, no

@@ -175,6 +175,7 @@ def play_matches(policy: PolicyFn, jobs: Sequence[tuple[Any, int]], envs: Sequen
     finally:
         for i, env in enumerate(envs):
             lane.release(i, env)
+        lane.close()
     return results
 
 

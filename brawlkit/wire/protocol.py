@@ -89,6 +89,16 @@ class NetPeer(_LE):
     """PEER: who holds a slot of the arena (kind, name, ticket)."""
 
 
+@mirror("NetBatch")
+class NetBatch(_LE):
+    """BATCH / BATCH_SNAP payload head: the item count and the echoed batch_seq."""
+
+
+@mirror("NetBatchItem")
+class NetBatchItem(_LE):
+    """One BATCH item's seat (arena, slot) and the client's tag, before its datagram."""
+
+
 # Sizes fixed by the protocol (docs/protocol.md) and by the header's payload table.
 EXPECTED_SIZES: dict[type[ctypes.Structure], int] = {
     NetHeader: 12,
@@ -103,6 +113,8 @@ EXPECTED_SIZES: dict[type[ctypes.Structure], int] = {
     NetError: 40,
     NetIdent: 228,
     NetPeer: 232,
+    NetBatch: 8,
+    NetBatchItem: 8,
 }
 for _cls, _size in EXPECTED_SIZES.items():
     assert ctypes.sizeof(_cls) == _size, (
@@ -436,6 +448,59 @@ def peer_or_none(data: bytes) -> Peer | None:
         return parse_peer(data)
     except ProtocolError:
         return None
+
+
+# ----------------------------------------------------------------- batches
+_BATCH_HEAD = _struct(NetHeader, NetBatch)
+_BATCH_ITEM = _struct(NetBatchItem)
+BATCH_HEAD_SIZE = _BATCH_HEAD.size
+BATCH_ITEM_SIZE = _BATCH_ITEM.size + PACKET_SIZES[C.BP_PKT_CMD]
+BATCH_SNAP_ITEM_SIZE = _BATCH_ITEM.size + SNAPSHOT_SIZE
+
+
+class BatchItem(NamedTuple):
+    """One item of a BATCH (``datagram``: the seat's CMD) or of a BATCH_SNAP (the
+    SNAPSHOT that seat got): the seat and the tag its client chose."""
+
+    arena_id: int
+    tag: int
+    slot: int
+    datagram: bytes
+
+
+def pack_batch(seq: int, batch_seq: int, items: Sequence[BatchItem]) -> bytes:
+    """BATCH: up to ``BP_BATCH_MAX`` CMD datagrams of seated clients (each as its client
+    would send it, :func:`pack_cmd`) in one datagram (docs/protocol.md "Batches")."""
+    if not 1 <= len(items) <= C.BP_BATCH_MAX:
+        raise ValueError(f"a BATCH holds 1..{C.BP_BATCH_MAX} items, got {len(items)}")
+    out = [_BATCH_HEAD.pack(*_hdr(C.BP_PKT_BATCH, seq), len(items), 0, batch_seq & 0xFFFFFFFF)]
+    for it in items:
+        if len(it.datagram) != PACKET_SIZES[C.BP_PKT_CMD]:
+            raise ValueError(f"a BATCH item carries one CMD datagram ({PACKET_SIZES[C.BP_PKT_CMD]} "
+                             f"bytes), got {len(it.datagram)}")
+        out += [_BATCH_ITEM.pack(it.arena_id, it.tag, it.slot, 0), it.datagram]
+    return b"".join(out)
+
+
+def parse_batch_snap(data: bytes) -> tuple[int, list[BatchItem]]:
+    """``(batch_seq, items)`` of a BATCH_SNAP — header, count and exact length checked,
+    each item's SNAPSHOT validated (:func:`parse_snapshot`) — or :class:`ProtocolError`."""
+    if len(data) < BATCH_HEAD_SIZE:
+        raise ProtocolError(f"BATCH_SNAP of {len(data)} bytes is shorter than its head")
+    magic, version, ptype, _, _, count, _, batch_seq = _BATCH_HEAD.unpack_from(data)
+    if magic != C.BP_MAGIC or version != C.BP_PROTO_VERSION or ptype != C.BP_PKT_BATCH_SNAP:
+        raise ProtocolError(f"not a BATCH_SNAP (magic 0x{magic:04X}, version {version}, type {ptype})")
+    if count > C.BP_BATCH_MAX or len(data) != BATCH_HEAD_SIZE + count * BATCH_SNAP_ITEM_SIZE:
+        raise ProtocolError(f"BATCH_SNAP of {count} items must be "
+                            f"{BATCH_HEAD_SIZE + count * BATCH_SNAP_ITEM_SIZE} bytes, got {len(data)}")
+    items = []
+    for k in range(count):
+        off = BATCH_HEAD_SIZE + k * BATCH_SNAP_ITEM_SIZE
+        arena_id, tag, slot, _ = _BATCH_ITEM.unpack_from(data, off)
+        snap = data[off + _BATCH_ITEM.size:off + BATCH_SNAP_ITEM_SIZE]
+        parse_snapshot(snap)
+        items.append(BatchItem(arena_id, tag, slot, snap))
+    return batch_seq, items
 
 
 def struct_layout(cls: type[ctypes.Structure]) -> list[tuple[str, int, int]]:

@@ -28,6 +28,8 @@
  * ERROR    (7)  server -> client        12 + 40       NetError
  * IDENT    (8)  client -> server        12 + 228      NetIdent
  * PEER     (9)  server -> client        12 + 232      NetPeer
+ * BATCH    (10) client -> server        12 + 8 + k*48 NetBatch, k x (NetBatchItem, CMD datagram)
+ * BATCH_SNAP (11) server -> client      12 + 8 + k*100 NetBatch, k x (NetBatchItem, SNAPSHOT datagram)
  *
  * A datagram whose length is not exactly the size above for its type, whose
  * magic/version is wrong, whose type is unknown or server-bound-invalid, or
@@ -86,6 +88,13 @@
 #define BP_PKT_ERROR 7
 #define BP_PKT_IDENT 8 /* c->s NetIdent: the sender's player name (and ticket) */
 #define BP_PKT_PEER 9  /* s->c NetPeer: who holds a slot of the arena */
+/* c->s: the CMD datagrams of up to BP_BATCH_MAX seated clients of one host in one
+ * datagram; s->c: the SNAPSHOT each of them got while the server handled it
+ * (docs/protocol.md "Batches": the fast lane's one send and one receive per step) */
+#define BP_PKT_BATCH 10
+#define BP_PKT_BATCH_SNAP 11
+/* items of a BATCH / BATCH_SNAP (1..BP_BATCH_MAX; a BATCH_SNAP may have 0) */
+#define BP_BATCH_MAX 128
 
 #define BP_BTN_JUMP 1
 #define BP_BTN_ATTACK 2
@@ -388,6 +397,24 @@ typedef struct {
     char ticket[BP_TICKET_LEN];
 } NetPeer;
 
+/* BATCH / BATCH_SNAP payload, before its items: `count` items follow, each a
+ * NetBatchItem and one whole datagram (a CMD of BP_PKT_CMD's size in a BATCH, a
+ * SNAPSHOT in a BATCH_SNAP).  batch_seq: chosen by the client, echoed in the answer. */
+typedef struct {
+    uint16_t count;
+    uint16_t reserved;
+    uint32_t batch_seq;
+} NetBatch;
+
+/* One item's address: the seat its datagram is from (BATCH) or for (BATCH_SNAP), and
+ * a tag the client chose for the CMD, echoed with that seat's SNAPSHOT. */
+typedef struct {
+    uint32_t arena_id;
+    uint16_t tag;
+    uint8_t slot;
+    uint8_t reserved;
+} NetBatchItem;
+
 /* ---------------------------------------------------------------- replays (.bpr)
  * docs/replays.md.  Written by brawlpit_server --record DIR: the header, n_runs
  * BpReplayRun, then the final NetPlayer players[2].  Replaying = bp_sim_reset(seed,
@@ -442,6 +469,8 @@ BRAWLPIT_ASSERT_SIZE(NetReset, 16);
 BRAWLPIT_ASSERT_SIZE(NetError, 40);
 BRAWLPIT_ASSERT_SIZE(NetIdent, 228);
 BRAWLPIT_ASSERT_SIZE(NetPeer, 232);
+BRAWLPIT_ASSERT_SIZE(NetBatch, 8);
+BRAWLPIT_ASSERT_SIZE(NetBatchItem, 8);
 BRAWLPIT_ASSERT_SIZE(BpReplayHeader, BP_REPLAY_HEADER_SIZE);
 BRAWLPIT_ASSERT_SIZE(BpReplayRun, 28);
 

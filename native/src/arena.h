@@ -64,6 +64,10 @@ typedef struct {
     UserCmd held;
     char name[BP_NAME_LEN];     /* from IDENT ("" until one arrives), NUL-terminated */
     char ticket[BP_TICKET_LEN]; /* from IDENT ("" = anonymous), NUL-terminated */
+    /* server.c, while it handles a BATCH naming this seat (batch_gen = that batch's):
+     * the seat's SNAPSHOTs go into the answer's item batch_entry instead of its address */
+    uint32_t batch_gen;
+    int batch_entry;
 } BpClient;
 
 /* One spectator of an arena (BP_SLOT_SPECTATE): receives what the arena

@@ -80,6 +80,16 @@
  *                   char ticket[192]}
  *   RESET    28 B  {u32 session, u32 seed, u32 nonce, u8 cpu_level, u8 0[3]}
  *   ERROR    52 B  {u16 code, u16 0, char text[36] NUL-padded}
+ *   BATCH    20 + k*48 B   {u16 count 1..128, u16 0, u32 batch_seq} + k x
+ *                   ({u32 arena_id, u16 tag, u8 slot, u8 0} + a CMD datagram)
+ *   BATCH_SNAP 20 + k*100 B  the same head (batch_seq echoed, count 0..128) + k x
+ *                   ({arena_id, tag, slot, 0} + a SNAPSHOT datagram)
+ *
+ * A BATCH (handle_batch) is handled item by item as each CMD arriving from its seat's
+ * own address (after checking the seat is held from the BATCH's IP, with that
+ * session); the SNAPSHOTs those seats get meanwhile come back in one BATCH_SNAP, the
+ * newest per seat.  A bad envelope is dropped whole (bad_len, bad_batch), a bad
+ * item alone.
  *
  * Header fields written by the server: seq = its own packet counter (one
  * sequence over all packets it sends, all arenas), tick = ticks simulated in
@@ -196,11 +206,12 @@ enum {
     D_BAD_REQUEST,
     D_HELLO_REFUSED,
     D_BAD_IDENT,
+    D_BAD_BATCH,
     D_COUNT
 };
 static const char *D_NAMES[D_COUNT] = {"bad_len",     "bad_magic",  "bad_version", "bad_type",   "not_joined",
                                        "bad_session", "bad_slot",   "bad_repeat",  "bad_stick",  "bad_tick",
-                                       "queue_full",  "bad_request", "hello_refused", "bad_ident"};
+                                       "queue_full",  "bad_request", "hello_refused", "bad_ident", "bad_batch"};
 
 /* what a new arena is made of (a HELLO resolved against the defaults) */
 typedef struct {
@@ -234,7 +245,24 @@ static struct {
     uint32_t recent_tick, recent_match; /* ... kept once that arena is reclaimed */
     double err_tokens, err_last;
     pid_t ppid;
+    uint64_t batches, batch_items;
+    /* the BATCH being handled (handle_batch): while gen != 0, a SNAPSHOT for a seat
+     * whose batch_gen == gen fills item[its batch_entry] of the answer */
+    struct {
+        uint32_t gen, last_gen;
+        int n;                              /* entries: seats the batch names */
+        NetBatchItem item[BP_BATCH_MAX];
+        int filled[BP_BATCH_MAX];
+        uint8_t snap[BP_BATCH_MAX][sizeof(SnapshotPacket)];
+    } batch;
 } S;
+
+/* a BATCH of k items and a BATCH_SNAP of k items, in bytes */
+#define BATCH_ITEM_BYTES (sizeof(NetBatchItem) + sizeof(NetHeader) + sizeof(UserCmd))
+#define BATCH_SNAP_ITEM_BYTES (sizeof(NetBatchItem) + sizeof(SnapshotPacket))
+#define BATCH_BYTES(k) (sizeof(NetHeader) + sizeof(NetBatch) + (size_t)(k) * BATCH_ITEM_BYTES)
+#define BATCH_SNAP_BYTES(k) (sizeof(NetHeader) + sizeof(NetBatch) + (size_t)(k) * BATCH_SNAP_ITEM_BYTES)
+_Static_assert(BATCH_BYTES(BP_BATCH_MAX) <= BP_RX_DGRAM_MAX, "a full BATCH fits a receive slot");
 
 static volatile sig_atomic_t g_stop, g_stats;
 static void on_signal(int sig) {
@@ -273,12 +301,14 @@ static void print_stats(void) {
     fprintf(stderr, " dup=%llu stale=%llu tx_fail=%llu tick=%u match_id=%u", (unsigned long long)S.dup,
             (unsigned long long)S.stale, (unsigned long long)S.udp.send_failed, tick, match);
     fprintf(stderr, " arenas_active=%d arenas_created=%llu arenas_reclaimed=%llu clients_timed_out=%llu"
-            " reset_retries=%llu replays_written=%llu replays_failed=%llu spin_backoffs=%llu\n",
+            " reset_retries=%llu replays_written=%llu replays_failed=%llu spin_backoffs=%llu"
+            " batches=%llu batch_items=%llu\n",
             bp_arenas_count(S.arenas),
             (unsigned long long)S.arenas_created, (unsigned long long)S.arenas_reclaimed,
             (unsigned long long)S.clients_timed_out, (unsigned long long)S.reset_retries,
             (unsigned long long)S.replays_written, (unsigned long long)S.replays_failed,
-            (unsigned long long)S.spin_backoffs);
+            (unsigned long long)S.spin_backoffs, (unsigned long long)S.batches,
+            (unsigned long long)S.batch_items);
     fflush(stderr);
 }
 
@@ -301,20 +331,35 @@ static int all_filled(const BpArena *a) { return slot_filled(a, 0) && slot_fille
 static int n_players(const BpArena *a) { return slot_filled(a, 0) + slot_filled(a, 1); }
 static int playing(const BpArena *a) { return all_filled(a) && bp_sim_phase(a->sim) == BP_PHASE_PLAYING; }
 
-/* the arena's SNAPSHOT to one address, acknowledging `ack` */
-static void send_snapshot_to(const BpArena *a, const struct sockaddr_in *to, uint32_t ack) {
-    uint8_t buf[sizeof(SnapshotPacket)];
-    size_t n = bp_sim_snapshot(a->sim, S.tx_seq++, (uint8_t)n_players(a), (uint8_t)a->mode, ack, buf, sizeof buf);
+/* the arena's SNAPSHOT datagram for one receiver acknowledging `ack`, into buf */
+static size_t build_snapshot(const BpArena *a, uint32_t ack, uint8_t buf[sizeof(SnapshotPacket)]) {
+    size_t n = bp_sim_snapshot(a->sim, S.tx_seq++, (uint8_t)n_players(a), (uint8_t)a->mode, ack, buf,
+                               sizeof(SnapshotPacket));
     if (!all_filled(a) && bp_sim_phase(a->sim) == BP_PHASE_PLAYING) {
         SnapshotPacket *p = (SnapshotPacket *)buf;
         p->match.phase = BP_PHASE_WAITING;
     }
+    return n;
+}
+
+/* the arena's SNAPSHOT to one address, acknowledging `ack` */
+static void send_snapshot_to(const BpArena *a, const struct sockaddr_in *to, uint32_t ack) {
+    uint8_t buf[sizeof(SnapshotPacket)];
+    size_t n = build_snapshot(a, ack, buf);
     bp_udp_queue(&S.udp, to, buf, n);
 }
 
+/* to a client's address, or, while a BATCH naming it is handled, into its item of the
+ * answer (a later one replaces an earlier: the newest state and ack are what count) */
 static void send_snapshot(const BpArena *a, int slot) {
     const BpClient *c = &a->cl[slot];
-    if (c->active) send_snapshot_to(a, &c->addr, c->ack);
+    if (!c->active) return;
+    if (S.batch.gen != 0 && c->batch_gen == S.batch.gen) {
+        build_snapshot(a, c->ack, S.batch.snap[c->batch_entry]);
+        S.batch.filled[c->batch_entry] = 1;
+        return;
+    }
+    send_snapshot_to(a, &c->addr, c->ack);
 }
 
 /* to every client of the arena: both slots, then the spectators (ack 0) */
@@ -911,6 +956,89 @@ static void handle_cmd(const struct sockaddr_in *from, const uint8_t *buf) {
     if (!playing(a)) send_snapshot(a, slot);
 }
 
+/* ------------------------------------------------------------ BATCH */
+/* The seat a BATCH item commands, or NULL with *why the drop reason: its datagram must
+ * be a CMD of this version, for a seated client of that arena and slot, from the host
+ * that client joined from (the batch's sender stands in for the client's own socket,
+ * so its address is checked down to the IP) and with that client's session. */
+static BpArena *batch_seat(const struct sockaddr_in *from, const NetBatchItem *it, const uint8_t *dg,
+                           int *why) {
+    NetHeader h;
+    UserCmd u;
+    memcpy(&h, dg, sizeof h);
+    memcpy(&u, dg + sizeof h, sizeof u);
+    if (h.magic != BP_MAGIC) { *why = D_BAD_MAGIC; return NULL; }
+    if (h.version != BP_PROTO_VERSION) { *why = D_BAD_VERSION; return NULL; }
+    if (h.type != BP_PKT_CMD) { *why = D_BAD_TYPE; return NULL; }
+    if (it->slot >= BP_ARENA_SLOTS) { *why = D_BAD_SLOT; return NULL; }
+    BpArena *a = bp_arena_by_id(S.arenas, it->arena_id);
+    const BpClient *c = a ? &a->cl[it->slot] : NULL;
+    if (!c || !c->active || c->addr.sin_addr.s_addr != from->sin_addr.s_addr) { *why = D_NOT_JOINED; return NULL; }
+    if (u.session != c->session) { *why = D_BAD_SESSION; return NULL; }
+    return a;
+}
+
+/* A BATCH: each item's CMD is handled exactly as if it had come from its client's own
+ * address, in order; every SNAPSHOT those seats get meanwhile is collected, and one
+ * BATCH_SNAP goes back to the sender with one item per seat that got one (the newest).
+ * A malformed envelope is dropped whole (bad_len, bad_batch); a bad item alone, counted
+ * by its reason, while the others go on. */
+static void handle_batch(const struct sockaddr_in *from, const uint8_t *buf, size_t len) {
+    NetBatch b;
+    if (len < sizeof(NetHeader) + sizeof b) { drop(D_BAD_LEN); return; }
+    memcpy(&b, buf + sizeof(NetHeader), sizeof b);
+    if (b.count < 1 || b.count > BP_BATCH_MAX) { drop(D_BAD_BATCH); return; }
+    if (len != BATCH_BYTES(b.count)) { drop(D_BAD_LEN); return; }
+    S.batches++;
+    uint32_t gen = ++S.batch.last_gen;
+    if (gen == 0) gen = ++S.batch.last_gen; /* 0 means "no batch" */
+    const uint8_t *items = buf + sizeof(NetHeader) + sizeof b;
+    BpArena *seat[BP_BATCH_MAX];
+    int slot[BP_BATCH_MAX];
+    S.batch.n = 0;
+    for (int i = 0; i < b.count; i++) { /* first every seat, so a broadcast to one named later is kept */
+        NetBatchItem it;
+        memcpy(&it, items + (size_t)i * BATCH_ITEM_BYTES, sizeof it);
+        int why = 0;
+        seat[i] = batch_seat(from, &it, items + (size_t)i * BATCH_ITEM_BYTES + sizeof it, &why);
+        if (!seat[i]) {
+            drop(why);
+            continue;
+        }
+        slot[i] = it.slot;
+        BpClient *c = &seat[i]->cl[it.slot];
+        if (c->batch_gen != gen) {
+            c->batch_gen = gen;
+            c->batch_entry = S.batch.n;
+            S.batch.filled[S.batch.n++] = 0;
+        }
+        S.batch.item[c->batch_entry] = (NetBatchItem){it.arena_id, it.tag, it.slot, 0};
+    }
+    S.batch.gen = gen;
+    for (int i = 0; i < b.count; i++) {
+        if (!seat[i]) continue;
+        const uint8_t *dg = items + (size_t)i * BATCH_ITEM_BYTES;
+        S.batch_items++;
+        handle_cmd(&seat[i]->cl[slot[i]].addr, dg + sizeof(NetBatchItem));
+    }
+    S.batch.gen = 0;
+    static uint8_t out[BATCH_SNAP_BYTES(BP_BATCH_MAX)];
+    NetHeader h;
+    fill_header(&h, BP_PKT_BATCH_SNAP, NULL);
+    NetBatch ob = {0, 0, b.batch_seq};
+    uint8_t *p = out + sizeof h + sizeof ob;
+    for (int e = 0; e < S.batch.n; e++) {
+        if (!S.batch.filled[e]) continue;
+        memcpy(p, &S.batch.item[e], sizeof(NetBatchItem));
+        memcpy(p + sizeof(NetBatchItem), S.batch.snap[e], sizeof(SnapshotPacket));
+        p += BATCH_SNAP_ITEM_BYTES;
+        ob.count++;
+    }
+    memcpy(out, &h, sizeof h);
+    memcpy(out + sizeof h, &ob, sizeof ob);
+    bp_udp_send_now(&S.udp, from, out, BATCH_SNAP_BYTES(ob.count));
+}
+
 static void handle_bye(const struct sockaddr_in *from, const uint8_t *buf) {
     NetBye b;
     memcpy(&b, buf + sizeof(NetHeader), sizeof b);
@@ -1029,6 +1157,7 @@ static void handle_packet(const BpRxMsg *m) {
     memcpy(&h, m->buf, sizeof h);
     if (h.magic != BP_MAGIC) { drop(D_BAD_MAGIC); return; }
     if (h.version != BP_PROTO_VERSION) { other_version(&m->from, &h, m->len); return; }
+    if (h.type == BP_PKT_BATCH) { handle_batch(&m->from, m->buf, m->len); return; }
     size_t want = payload_size(h.type);
     if (want == 0) { drop(D_BAD_TYPE); return; }
     if (m->len != sizeof(NetHeader) + want) { drop(D_BAD_LEN); return; }

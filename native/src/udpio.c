@@ -119,3 +119,12 @@ void bp_udp_flush(BpUdp *u) {
     if (i < u->ntx) send_single(u, i);
     u->ntx = 0;
 }
+
+void bp_udp_send_now(BpUdp *u, const struct sockaddr_in *to, const void *buf, size_t len) {
+    bp_udp_flush(u);
+    ssize_t n = sendto(u->fd, buf, len, 0, (const struct sockaddr *)to, sizeof *to);
+    if (n == (ssize_t)len)
+        u->sent++;
+    else
+        u->send_failed++;
+}

@@ -17,7 +17,7 @@
 
 #define BP_RX_BATCH 64      /* datagrams received per call */
 #define BP_TX_BATCH 128     /* datagrams queued before a forced flush */
-#define BP_RX_DGRAM_MAX 256 /* bytes kept of a received datagram (every valid one fits: IDENT 240) */
+#define BP_RX_DGRAM_MAX 8192 /* bytes kept of a received datagram (every valid one fits: a full BATCH 6164) */
 #define BP_TX_DGRAM_MAX 248 /* the largest datagram the server sends (PEER: 244) */
 
 typedef struct {
@@ -52,5 +52,8 @@ int bp_udp_recv(BpUdp *u);
 int bp_udp_queue(BpUdp *u, const struct sockaddr_in *to, const void *buf, size_t len);
 /* Send everything queued; each datagram the kernel refuses counts in send_failed. */
 void bp_udp_flush(BpUdp *u);
+/* Send one datagram of any size now, after what is queued (a BATCH_SNAP: larger than
+ * a queue slot); counted in sent / send_failed like the rest. */
+void bp_udp_send_now(BpUdp *u, const struct sockaddr_in *to, const void *buf, size_t len);
 
 #endif /* BRAWLPIT_UDPIO_H */

@@ -42,6 +42,10 @@ typedef struct {
     int32_t fd;
     uint32_t session;
     int32_t slot;
+    /* in: the socket its CMDs travel by in BATCHes (connected to its server; clients of
+     * one server share it), or -1 = its own fd; its arena (WELCOME's arena_id) */
+    int32_t bfd;
+    uint32_t arena_id;
     /* in/out: header seq of the last datagram sent, CMD sequence number */
     uint32_t seq;
     uint32_t cmd_seq;
@@ -73,6 +77,28 @@ typedef struct {
     double tiers[BP_REWARD_TIERS];
 } BpvClient;
 
+/* The lane's batching (docs/protocol.md "Batches"): the CMDs of every client with
+ * bfd >= 0 leave in BATCH datagrams of at most max_items (1..BP_BATCH_MAX) per socket,
+ * and their SNAPSHOTs come back in BATCH_SNAPs on that socket: one send and one receive
+ * per step instead of one per client.  The counters are the lane's own.  Every lane
+ * call takes a BpvBatch *b; NULL: every client on its own fd (bfd ignored). */
+typedef struct {
+    /* in: the lane's whole client array and its policy inputs (n_clients rows of
+     * bp_input_dim(layout)): an item's tag is its client's row there, so an answer that
+     * arrives during a call for other rows (a pipelined step's other half, sharing the
+     * socket) is still taken, marked BPV_DONE for the call that waits on it */
+    BpvClient *clients;
+    float *inputs;
+    uint32_t n_clients;
+    /* in: items per BATCH (0 = BP_BATCH_MAX) */
+    uint32_t max_items;
+    /* in/out: the next BATCH's batch_seq */
+    uint32_t seq;
+    /* out (accumulated): BATCHes sent, BATCH_SNAPs read, SNAPSHOT items accepted, and
+     * datagrams or items refused (malformed, unknown seat, not for a pending client) */
+    uint64_t sent, replies, items, refused;
+} BpvBatch;
+
 /* sizeof(BpvClient), for the Python mirror's layout check */
 uint32_t bpv_client_size(void);
 
@@ -84,7 +110,7 @@ uint32_t bpv_client_size(void);
  * leaving unanswered clients BPV_PENDING.  Returns the number of clients not BPV_DONE,
  * or -1 if `layout` is unknown or n < 0 (nothing sent). */
 int bpv_step(BpvClient *c, int n, const float *actions, uint32_t repeat, int layout, float *inputs,
-             uint32_t spin_us, uint32_t budget_us, const BpRewardWeights *rw);
+             uint32_t spin_us, uint32_t budget_us, const BpRewardWeights *rw, BpvBatch *b);
 
 /* The same in two halves, so the caller can work on the answers as they arrive while
  * the server still ticks the others: bpv_send sends every active client's CMD (status
@@ -94,13 +120,14 @@ int bpv_step(BpvClient *c, int n, const float *actions, uint32_t repeat, int lay
  * client with `rewarded` set also gets its reward, reward.h); -1 when none is pending; -2
  * when nothing arrived for budget_us (or a recv failed): the pending ones stay
  * BPV_PENDING for Python. */
-void bpv_send(BpvClient *c, int n, const float *actions, uint32_t repeat);
+void bpv_send(BpvClient *c, int n, const float *actions, uint32_t repeat, BpvBatch *b);
 int bpv_ready(BpvClient *c, int n, int layout, float *inputs, uint32_t spin_us, uint32_t budget_us,
-              int32_t *rows, const BpRewardWeights *rw);
+              int32_t *rows, const BpRewardWeights *rw, BpvBatch *b);
 
 /* Re-send the CMD of every client still BPV_PENDING (a datagram lost either way: the
- * lockstep server answers a duplicate CMD with its current snapshot); returns how many. */
-int bpv_resend(BpvClient *c, int n);
+ * lockstep server answers a duplicate CMD with its current snapshot), batched as
+ * bpv_send batches; returns how many. */
+int bpv_resend(BpvClient *c, int n, BpvBatch *b);
 
 /* Policy inputs of `layout` for n SNAPSHOT datagrams laid end to end (snaps[i *
  * sizeof(SnapshotPacket) ..]), each seen by slots[i] with previous command prev[i]
