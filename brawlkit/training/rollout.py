@@ -13,15 +13,24 @@ envs are two halves A and B, each stepped by the fast lane's batched step in two
     forward A(t+1), send A(t+1)        <- the server steps B(t) meanwhile
     receive B(t); record step t
 
+The other kind, the *overlapped* serial rollout, keeps SB3's order of forward passes
+(one for every env) and moves only the bookkeeping: step t is recorded — monitor,
+callbacks, episode statistics, time-limit bootstrap, buffer — after step t+1's commands
+went out, while the server ticks them::
+
+    forward(t+1), send(t+1)
+    record step t                      <- the server steps t+1 meanwhile
+    receive(t+1)
+
 Every recorded step is what SB3 records (the same buffer entries, callbacks, episode
-statistics, time-limit bootstrap); only the order of the forward passes differs, so a run
-is as reproducible as before but not bit-identical to a serial one (the sampling noise is
-drawn half by half).  Envs that cannot take a batched step (a custom reward, input
+statistics, time-limit bootstrap); the overlapped rollout draws the same sampling noise
+as SB3's, the pipelined one draws it half by half (as reproducible, not bit-identical).  Envs that cannot take a batched step (a custom reward, input
 delay, a non-BRAWLPIT env) fall back to SB3's own loop, and a half that cannot take one
 mid-rollout is stepped the general way.  Whether it pays depends on the machine's load
 at the time, so :class:`RolloutChooser` times both kinds of rollout as training runs and
-takes the faster (re-trying the other every few rollouts).  ``TrainConfig.pipeline``
-turns it off; the counts of each kind are logged (``rollout/pipelined``).
+takes the faster of the two (re-trying the other every few rollouts).
+``TrainConfig.pipeline`` turns both off (SB3's own loop); the counts of each kind are
+logged (``rollout/pipelined``, ``rollout/serial``).
 """
 
 from __future__ import annotations
@@ -95,7 +104,7 @@ class RolloutChooser:
         self.counts = {True: 0, False: 0}
 
     def pick(self) -> bool:
-        """True: the pipelined rollout next; False: SB3's serial one."""
+        """True: the pipelined rollout next; False: the overlapped serial one."""
         for mode in (True, False):
             if self.seconds[mode] is None:
                 return mode
@@ -115,7 +124,8 @@ class PipelinedRollout(PPO):
     """SB3's PPO whose rollout keeps the game server and the trainer busy at once (the
     module docstring); everything else — the update, saving, loading — is PPO's."""
 
-    #: interleave the halves (``TrainConfig.pipeline``); False: SB3's serial loop
+    #: overlap the server's work with the trainer's (``TrainConfig.pipeline``): the
+    #: pipelined or the overlapped rollout, whichever is faster; False: SB3's own loop
     pipeline: bool = True
 
     def _decide(self, obs: np.ndarray) -> _Decision:
@@ -138,7 +148,7 @@ class PipelinedRollout(PPO):
         if pipelined:
             ok = self._pipelined_rollout(vec, callback, rollout_buffer, n_rollout_steps)
         else:
-            ok = super().collect_rollouts(env, callback, rollout_buffer, n_rollout_steps)
+            ok = self._overlapped_rollout(vec, callback, rollout_buffer, n_rollout_steps)
         chooser.record(pipelined, time.perf_counter() - t0)
         self.logger.record("rollout/pipelined", chooser.counts[True])
         self.logger.record("rollout/serial", chooser.counts[False])
@@ -204,6 +214,63 @@ class PipelinedRollout(PPO):
         rollout_buffer.compute_returns_and_advantage(last_values=values, dones=dones)
         callback.update_locals(locals())
         callback.on_rollout_end()
+        return True
+
+    def _overlapped_rollout(self, vec: tuple[VecMonitor | None, BrawlpitVecEnv],
+                            callback: BaseCallback, rollout_buffer: Any,
+                            n_rollout_steps: int) -> bool:
+        """SB3's serial rollout — one forward for every env, one batched step — with the
+        bookkeeping of step t (monitor, callbacks, episode statistics, time-limit
+        bootstrap, buffer) done while the server steps t+1: the trainer's share of a step
+        that does not need the next observation fills the wait for it."""
+        mon, venv = vec
+        last = self._last_obs
+        assert isinstance(last, np.ndarray)
+        obs: np.ndarray = last
+        n = venv.num_envs
+        self.policy.set_training_mode(False)
+        rollout_buffer.reset()
+        callback.on_rollout_start()
+        pending: tuple[np.ndarray, _Decision, Any] | None = None  # a step not yet recorded
+        for _ in range(n_rollout_steps):
+            d = self._decide(obs)
+            sent = venv.rows_batchable(0, n)
+            if sent:
+                venv.send_rows(0, n, d.clipped)
+            if pending is not None and not self._record(mon, callback, rollout_buffer, *pending):
+                if sent:  # the step sent is taken, not recorded
+                    venv.recv_rows(0, n)
+                return False
+            res = venv.recv_rows(0, n) if sent else venv.step_rows(0, n, d.clipped)
+            pending = (obs, d, res)
+            obs = np.asarray(res[0])
+        assert pending is not None
+        if not self._record(mon, callback, rollout_buffer, *pending):
+            return False
+        with th.no_grad():
+            values = self.policy.predict_values(obs_as_tensor(obs, self.device))
+        rollout_buffer.compute_returns_and_advantage(last_values=values, dones=pending[2][2])
+        callback.update_locals(locals())
+        callback.on_rollout_end()
+        return True
+
+    def _record(self, mon: VecMonitor | None, callback: BaseCallback, rollout_buffer: Any,
+                obs: np.ndarray, d: _Decision, res: Any) -> bool:
+        """Book one step as SB3's ``collect_rollouts`` does (the names of its locals are
+        what callbacks read); False when a callback stops training."""
+        new_obs, rewards, dones = np.asarray(res[0]), np.asarray(res[1]), np.asarray(res[2])
+        infos = _monitor(mon, rewards, dones, list(res[3]))
+        actions, clipped_actions = d.actions, d.clipped  # noqa: F841 (callbacks read them)
+        values, log_probs = d.values, d.log_probs  # noqa: F841
+        self.num_timesteps += len(dones)
+        callback.update_locals(locals())
+        if not callback.on_step():
+            return False
+        self._update_info_buffer(infos, dones)
+        self._bootstrap_time_limits(rewards, dones, infos)
+        rollout_buffer.add(obs, actions, rewards, self._last_episode_starts, d.values, d.log_probs)
+        self._last_obs = new_obs
+        self._last_episode_starts = dones
         return True
 
     def _bootstrap_time_limits(self, rewards: np.ndarray, dones: np.ndarray,
