@@ -144,11 +144,17 @@ class TrainingEnvs(Closing):
 
     def lane_stats(self) -> dict[str, int]:
         """The training vec env's fast-lane counters so far (docs/benchmarks.md): vector
-        steps, batched ones, env steps handed back to Python (``fallbacks``: a defect)
-        and commands re-sent; zeros when the envs are not stepped by a lane."""
+        steps, batched ones, env steps handed back to Python (``fallbacks``: a defect),
+        commands re-sent, and the BATCH datagrams sent and SNAPSHOTs taken from
+        BATCH_SNAPs (docs/protocol.md "Batches"); zeros when the envs are not stepped by
+        a lane."""
         lane = getattr(getattr(self.venv, "venv", self.venv), "lane", None)
         keys = ("steps", "batched_steps", "fallbacks", "resends")
-        return {k: int(getattr(lane, k, 0)) for k in keys}
+        out = {k: int(getattr(lane, k, 0)) for k in keys}
+        batch = getattr(lane, "batch", None)
+        out["batch_datagrams"] = int(getattr(batch, "sent", 0))
+        out["batch_items"] = int(getattr(batch, "items", 0))
+        return out
 
     def callback(self, base: BaseCallback) -> BaseCallback:
         """``base``, plus the Ray workers' pool sync and logging when the envs are Ray's."""
