@@ -4,8 +4,10 @@ Why: on a 2-core machine the trainer's own Python per env step — decode the ac
 pack and send the CMD, wait for and parse the SNAPSHOT, build the 79-value policy
 input — cost PPO more than the server's simulation (docs/benchmarks.md).  The lane
 hands all of it but the reward and the info to ``libbrawlvec.so``: one ``bpv_send``
-sends every env's CMD (and every callable opponent's), and each ``bpv_ready`` takes the
-answers that are in, each with its policy input built by ``obs.c`` — the C twin the
+sends every env's CMD (and every callable opponent's) — those of one server's seats in
+one BATCH datagram over a socket the lane holds per server (docs/protocol.md
+"Batches") — and each ``bpv_ready`` takes the answers that are in (one BATCH_SNAP per
+BATCH), each with its policy input built by ``obs.c`` — the C twin the
 native bot plays with, bit-identical to :func:`brawlkit.env.observation.build_input`
 (parity-tested) — so Python works on one env's answer while the server ticks the next.
 
