@@ -177,6 +177,43 @@ def test_a_spinning_server_backs_off_when_its_core_is_busy() -> None:
         env.close()
 
 
+@pytest.mark.servers
+def test_a_spinning_server_backs_off_when_the_other_cores_are_crowded() -> None:
+    """A server spinning on a core of its own while the load crowds the trainer's core
+    (the case preemption counting alone may miss: the server reads the machine's runnable
+    threads, /proc/loadavg, as well) backs off all the same, and plays on."""
+    from brawlkit.env import BrawlpitEnv
+
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < 2 or not os.path.exists("/proc/loadavg"):
+        pytest.skip("needs two cores and /proc/loadavg")
+    env = BrawlpitEnv(opponent="cpu:4", server_spin_us=50_000)
+    busy: list[subprocess.Popen[bytes]] = []
+    try:
+        assert env.server is not None and env.server.proc is not None
+        os.sched_setaffinity(env.server.proc.pid, {cores[0]})
+        os.sched_setaffinity(0, set(cores[1:]))  # this process (the trainer) with the load
+        for k in range(len(cores)):  # as many CPU-bound processes as cores, none on the server's
+            busy.append(subprocess.Popen([sys.executable, "-c", "while True: pass"]))
+            os.sched_setaffinity(busy[-1].pid, {cores[1 + k % (len(cores) - 1)]})
+        env.reset(seed=1)
+        deadline = time.monotonic() + 20.0
+        backoffs = 0
+        while time.monotonic() < deadline and backoffs == 0:
+            for _ in range(200):
+                _, _, term, _, _ = env.step(np.zeros(6, np.float32))
+                if term:
+                    env.reset()
+            backoffs = env.server.stats()["spin_backoffs"]
+        assert backoffs >= 1
+    finally:
+        os.sched_setaffinity(0, set(cores))
+        for p in busy:
+            p.kill()
+            p.wait()
+        env.close()
+
+
 # ---------------------------------------------------------------- the protocol, raw
 def _sim_snapshot(lib, sim, seq: int, ack: int) -> bytes:
     buf = ct.create_string_buffer(P.SNAPSHOT_SIZE)

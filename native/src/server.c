@@ -21,10 +21,14 @@
  * process serves many envs and the trainer keeps the other core.  0 (the
  * default) always blocks.  Spinning backs off by itself when the machine has no
  * core to spare: every SPIN_WINDOW_NS the server reads how often it was preempted
- * (getrusage's involuntary context switches); a spinning window preempted more than
- * SPIN_PREEMPT_MAX times means other runnable work wants this core, so it blocks for
- * a back-off (1 s, doubling to 8 s while the load lasts) and then tries again
- * (spin_backoffs in the stats line counts them).  A spinning server on a busy
+ * (getrusage's involuntary context switches) and how many threads the machine has
+ * runnable right now (/proc/loadavg's "running" count, this one included); a spinning
+ * window preempted more than SPIN_PREEMPT_MAX times, or more runnable threads than
+ * cores it may use, means other work wants the cores, so it blocks for a back-off
+ * (1 s, doubling to 8 s while the load lasts) and then tries again (spin_backoffs in
+ * the stats line counts them).  The second signal catches what the first misses: a
+ * server spinning on a core of its own while the trainer shares the other with the
+ * load is never preempted, yet takes the core the trainer could have had.  A spinning server on a busy
  * machine only steals the core the trainer needs.  Blocking waits until the next tick of a playing
  * free-running arena or the next chore (parent check, client timeouts).
  *
@@ -155,6 +159,7 @@
 #include <math.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -231,6 +236,7 @@ static struct {
     long spin_ivcsw;           /* involuntary context switches at the window's start */
     int spun;                  /* this window spun at least once */
     uint64_t spin_backoffs;
+    int cores;                 /* usable_cores() at start: the spin rule's "enough cores" */
     int64_t timeout_ns, sweep_ns; /* client timeout (0 = never) and how often to check it */
     int64_t now;               /* monotonic ns, read once per loop iteration */
     int64_t next_parent_check, next_sweep;
@@ -1284,13 +1290,38 @@ static long involuntary_switches(void) {
     return getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_nivcsw : 0;
 }
 
+/* Threads runnable on the machine now, this one included (/proc/loadavg's fourth
+ * field, "running/total"), or 0 where that file is missing or unreadable. */
+static int machine_runnable(void) {
+    int fd = open("/proc/loadavg", O_RDONLY);
+    if (fd < 0) return 0;
+    char buf[128];
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return 0;
+    buf[n] = '\0';
+    double l1, l5, l15;
+    int running = 0, total = 0;
+    return sscanf(buf, "%lf %lf %lf %d/%d", &l1, &l5, &l15, &running, &total) == 5 ? running : 0;
+}
+
+/* Cores this process may run on (its affinity mask; the online count without one). */
+static int usable_cores(void) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
 /* May the loop busy-poll now?  --spin-us, unless the machine has shown it has no core
- * to spare (see --spin-us above): preempted too often in a window that spun. */
+ * to spare (see --spin-us above): preempted too often in a window that spun, or more
+ * threads runnable than there are cores. */
 static int may_spin(void) {
     if (S.spin_ns <= 0 || S.now < S.spin_off_until) return 0;
     if (S.now >= S.spin_window_end) {
         long sw = involuntary_switches();
-        if (S.spun && sw - S.spin_ivcsw > SPIN_PREEMPT_MAX) {
+        int crowded = machine_runnable() > S.cores;
+        if ((S.spun && sw - S.spin_ivcsw > SPIN_PREEMPT_MAX) || crowded) {
             S.spin_backoffs++;
             S.spin_off_until = S.now + S.spin_backoff_ns;
             S.spin_backoff_ns = S.spin_backoff_ns * 2 > SPIN_BACKOFF_MAX_NS ? SPIN_BACKOFF_MAX_NS
@@ -1455,6 +1486,7 @@ static int parse_args(int argc, char **argv, const char **host, long *port) {
     S.def = (ArenaCfg){BP_MODE_LOCKSTEP, 0, 0, 1.0};
     S.max_arenas = DEFAULT_MAX_ARENAS;
     S.spin_backoff_ns = SPIN_BACKOFF_MIN_NS;
+    S.cores = usable_cores();
     S.timeout_ns = (int64_t)(CLIENT_TIMEOUT_S * (double)NS_PER_S);
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return help(argv[0]);
