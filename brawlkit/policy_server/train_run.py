@@ -94,6 +94,7 @@ class MoveTrainOptions:
     clone_rounds: int = 1
     clone_epochs: int = 8
     clone_lr: float = 1e-2
+    clone_minibatch: int = 128
     clone_vs: str = "cpu:1,cpu:2,cpu:3"
     progress: bool = True
     reward: MoveRewardWeights = field(default_factory=MoveRewardWeights)
@@ -120,6 +121,10 @@ class MoveTrainOptions:
 #: the time one decision of a --hf model may take (its answer is cut there): generous, so a
 #: busy CPU does not turn answers into invalid ones
 HF_BUDGET_S = 30.0
+#: how long a --hf batch's first prompt waits for the other workers' (HfPolicy.batch_wait_s):
+#: a worker asks again about a millisecond after its answer (one env step), so the workers
+#: stay in one batch per decision instead of splitting into a big and a small one
+HF_BATCH_WAIT_S = 0.003
 
 
 def _slug(path: str) -> str:
@@ -292,7 +297,7 @@ def _clone(st: _State, opts: MoveTrainOptions, runner: RolloutRunner, log: Any, 
         pairs_fn = hf_train.clone_pairs
 
         def fit_fn(policy: Any, opt: Any, p: Any, r: Any, *, epochs: int, minibatch: int, seed: int) -> Any:
-            return hf_train.fit(policy, opt, p, r, epochs=epochs, minibatch=min(minibatch, opts.minibatch),
+            return hf_train.fit(policy, opt, p, r, epochs=epochs, minibatch=minibatch,
                                 micro_batch=opts.micro_batch, seed=seed)
 
     teacher = clone.ScriptedTeacher(seed=opts.seed, decision_ticks=opts.decision_ticks)
@@ -313,7 +318,7 @@ def _clone(st: _State, opts: MoveTrainOptions, runner: RolloutRunner, log: Any, 
             prompts += p
             responses += r
             stats = fit_fn(st.policy, opt, prompts, responses, epochs=opts.clone_epochs,
-                        minibatch=128, seed=opts.seed + rnd)
+                           minibatch=opts.clone_minibatch, seed=opts.seed + rnd)
             _log(log, {"kind": "clone", "round": rnd, "player": "teacher" if rnd == 0 else "policy",
                        "time_s": round(time.monotonic() - t0, 1), "cpu_s": _cpu(runner),
                        **batch_metrics(results, [[0.0] * len(f.steps) for f in ok]), **stats})
@@ -333,9 +338,11 @@ def train(opts: MoveTrainOptions) -> dict[str, Any]:
         from brawlkit.policy_server.hf_policy import HfPolicy
         from brawlkit.policy_server.llm import LlmChooser
 
+        # each rollout worker waits on one answer at a time: a batch of up to ``workers``
+        # prompts is every worker's decision in one forward
         policy: Any = HfPolicy.load(opts.hf, device=opts.device, lora_rank=opts.lora_rank,
                                     temperature=opts.temperature, max_new_tokens=opts.max_new_tokens,
-                                    seed=opts.seed)
+                                    seed=opts.seed, max_batch=opts.workers, batch_wait_s=HF_BATCH_WAIT_S)
         # the write-up's rule: an invalid answer is played (as no_move) and penalised; a
         # re-ask (--reasks) would hide it from the gradient
         chooser = LlmChooser(policy, budget_s=HF_BUDGET_S, decision_ticks=opts.decision_ticks,
@@ -478,6 +485,7 @@ NUMERIC_FLAGS: dict[str, tuple[type, str]] = {
     "clone_fights": (int, "the supervised start: teacher fights to clone first (0 = none)"),
     "clone_rounds": (int, "DAgger rounds of the supervised start"),
     "clone_epochs": (int, "epochs of each supervised fit"),
+    "clone_minibatch": (int, "pairs per optimizer step of the supervised fit"),
     "lora_rank": (int, "with --hf: LoRA rank (0 = train every weight)"),
     "micro_batch": (int, "with --hf: moves per forward/backward (gradients accumulate to a minibatch)"),
     "max_new_tokens": (int, "with --hf: answer length cap in tokens"),
