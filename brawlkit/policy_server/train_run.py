@@ -92,6 +92,9 @@ class MoveTrainOptions:
     member: str | None = None
     clone_fights: int = 0
     clone_rounds: int = 1
+    #: the policy's own fights per DAgger round (None: ``clone_fights``): on a CPU a
+    #: policy fight costs a model call per decision where a teacher fight costs none
+    dagger_fights: int | None = None
     clone_epochs: int = 8
     clone_lr: float = 1e-2
     clone_minibatch: int = 128
@@ -285,7 +288,7 @@ def _clone(st: _State, opts: MoveTrainOptions, runner: RolloutRunner, log: Any, 
     """The supervised start (:mod:`brawlkit.policy_server.clone`): the scripted teacher,
     served as a real endpoint, plays ``clone_fights`` fights through the same workers;
     the policy is fitted to its moves; then ``clone_rounds`` DAgger rounds (the policy
-    plays, the teacher labels the states it reached, fit again).  One ``kind: clone``
+    plays ``dagger_fights`` fights, the teacher labels the states it reached, fit again).  One ``kind: clone``
     metrics line per round, with ``cpu_s`` (the budget counts all of it)."""
     from brawlkit.policy_server import clone
 
@@ -311,7 +314,8 @@ def _clone(st: _State, opts: MoveTrainOptions, runner: RolloutRunner, log: Any, 
         for rnd in range(1 + opts.clone_rounds):
             specs = [FightSpec(seed=int(rng.integers(2**31)), opponent=levels[i % len(levels)],
                                endpoint=served.url if rnd == 0 else None, max_ticks=opts.max_ticks)
-                     for i in range(opts.clone_fights)]
+                     for i in range(opts.clone_fights if rnd == 0 or opts.dagger_fights is None
+                                    else opts.dagger_fights)]
             results = runner.run(specs, desc=f"clone round {rnd}")
             ok = [r for r in results if r.ok]
             p, r = pairs_fn(st.policy, ok, teacher if rnd else None)
@@ -484,6 +488,7 @@ NUMERIC_FLAGS: dict[str, tuple[type, str]] = {
     "max_ticks": (int, "cut each fight after this many ticks (smoke runs)"),
     "clone_fights": (int, "the supervised start: teacher fights to clone first (0 = none)"),
     "clone_rounds": (int, "DAgger rounds of the supervised start"),
+    "dagger_fights": (int, "the policy's own fights per DAgger round (None: as many as --clone-fights)"),
     "clone_epochs": (int, "epochs of each supervised fit"),
     "clone_minibatch": (int, "pairs per optimizer step of the supervised fit"),
     "lora_rank": (int, "with --hf: LoRA rank (0 = train every weight)"),
