@@ -209,15 +209,18 @@ def test_policy_train_hf_clones_trains_exports_saves_and_resumes(tiny: Path, tmp
     common = ["--fights-per-batch", "2", "--eval-fights", "0", "--final-eval-fights", "0", "--max-ticks", "120",
               "--workers", "1", "--no-progress", "--json", "--lr", "1e-2"]
     r = run_cli("policy", "train", "--hf", str(tiny), "--lora-rank", "4", "--out", str(out), "--batches", "1",
-                "--export", "--clone-fights", "2", "--clone-rounds", "0", "--clone-epochs", "1", "--seed", "2",
+                "--export", "--clone-fights", "2", "--clone-rounds", "1", "--dagger-fights", "1", "--clone-epochs", "1",
+                "--clone-minibatch", "16", "--seed", "2",
                 *common, timeout=600)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-4000:]
     summary = last_json(r.stdout)
     assert summary["member"] == "hf-tiny-lm-s2" and summary["batches_total"] == 1
     assert summary["failed_calls"] == 0 and summary["model_errors"] == 0
     lines = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
-    (clone,) = [x for x in lines if x["kind"] == "clone"]
-    assert clone["clone_pairs"] > 0 and clone["clone_steps"] >= 1
+    clone, dagger = [x for x in lines if x["kind"] == "clone"]
+    assert clone["clone_pairs"] > 0 and clone["clone_steps"] >= -(-clone["clone_pairs"] // 16)  # minibatches of 16
+    assert clone["fights"] == 2 and dagger["player"] == "policy" and dagger["fights"] == 1  # --dagger-fights
+    assert dagger["clone_pairs"] > clone["clone_pairs"]
     (batch,) = [x for x in lines if x["kind"] == "batch"]
     assert batch["grad_steps"] >= 1 and batch["moves"] > 0 and batch["kl"] >= 0 and "logp_drift" in batch
     assert (out / "policy_clone" / "adapter_config.json").is_file()
