@@ -163,27 +163,15 @@ def update(policy: HfPolicy, opt: torch.optim.Optimizer, batch: HfBatch, *, epoc
 
 
 def fit(policy: HfPolicy, opt: torch.optim.Optimizer, prompts: list[list[int]], completions: list[list[int]],
-        *, epochs: int = 3, minibatch: int = 64, micro_batch: int = 16, seed: int = 0,
-        decay: bool = True) -> dict[str, float]:
+        *, epochs: int = 3, minibatch: int = 64, micro_batch: int = 16, seed: int = 0) -> dict[str, float]:
     """The supervised start's cross-entropy on (prompt ids, answer ids) pairs, averaged
     per token; returns the last minibatch's loss, the share of pairs whose first answer
     token gets more than half the probability (``clone_acc``, over a random
-    :data:`ACC_SAMPLE` of them), steps, pairs and seconds.
-
-    ``decay``: the learning rate falls linearly from the optimizer's to 0 over the fit's
-    steps (and is put back after): a short CPU fit wants a high rate early and a settled
-    model at its end, where a constant high rate leaves it noisy (docs/move_training.md)."""
+    :data:`ACC_SAMPLE` of them), steps, pairs and seconds."""
     t0 = time.perf_counter()
     loss_v = [0.0]
-    base_lr = [float(g["lr"]) for g in opt.param_groups]
-    total = max(1, epochs) * -(-len(prompts) // minibatch)
-    done = [0]
 
     def micro(idx: list[int], n_tok: int, first: bool) -> None:
-        if first and decay:
-            for g, lr in zip(opt.param_groups, base_lr, strict=True):
-                g["lr"] = lr * (1.0 - done[0] / total)
-            done[0] += 1
         logp, _ = policy.logprobs([prompts[i] for i in idx], [completions[i] for i in idx])
         loss = -logp.sum() / n_tok
         loss.backward()
@@ -191,12 +179,8 @@ def fit(policy: HfPolicy, opt: torch.optim.Optimizer, prompts: list[list[int]], 
 
     with policy.lock:
         policy.lm.train()
-        try:
-            steps = _steps(policy, opt, [len(c) for c in completions], epochs=epochs, minibatch=minibatch,
-                           micro_batch=micro_batch, max_grad_norm=1.0, seed=seed, micro=micro)
-        finally:
-            for g, lr in zip(opt.param_groups, base_lr, strict=True):
-                g["lr"] = lr
+        steps = _steps(policy, opt, [len(c) for c in completions], epochs=epochs, minibatch=minibatch,
+                       micro_batch=micro_batch, max_grad_norm=1.0, seed=seed, micro=micro)
         policy.lm.eval()
         hits = 0
         # on a sample: a forward over every pair costs a third of an epoch, for one figure
