@@ -344,7 +344,8 @@ class HfPolicy:
         if not prefix:
             return model(**kw)
         pre = model(input_ids=torch.tensor([prefix], device=self.device), use_cache=True, logits_to_keep=1)
-        cache = getattr(pre, "cache", None) or pre.past_key_values
+        cache = getattr(pre, "cache", None)
+        cache = cache if cache is not None else pre.past_key_values
         cache.batch_repeat_interleave(rows)
         ones = torch.ones(rows, len(prefix), dtype=kw["attention_mask"].dtype, device=self.device)
         return model(**{**kw, "attention_mask": torch.cat([ones, kw["attention_mask"]], dim=1),
