@@ -80,6 +80,62 @@ def test_tiny_model_renders_the_messages_it_sees_and_its_logprobs_recompute(tiny
         assert ids[-1] in pol.stop_ids and pol.tokenizer.decode(ids[:-1]) == name
 
 
+def test_batched_sampling_records_what_a_recomputation_gives(tiny: Path) -> None:
+    """Concurrent answers are sampled in one left-padded batch (the shared system prompt
+    computed once): each keeps its own ids and logprobs, equal to a recomputation of that
+    answer alone; the shared-prefix forward gives what full rows give, gradients too."""
+    import threading
+
+    from brawlkit.policy_server.hf_policy import HfPolicy
+    from brawlkit.policy_server.llm import build_messages
+    from brawlkit.policy_server.tiny_lm import _random_request
+
+    pol = HfPolicy.load(str(tiny), max_new_tokens=6, seed=3, max_batch=4, batch_wait_s=0.5)
+    rng = random.Random(5)
+    reqs = [_random_request(rng) for _ in range(8)]
+    msgs = [build_messages(r, r.available_moves()) for r in reqs]
+    prompts = [pol.render(m) for m in msgs]
+    assert len({len(p) for p in prompts}) > 1 and pol.shared_prefix(prompts) >= 100  # padded, a long shared prefix
+    batches: list[int] = []
+    real = pol.sample_batch
+
+    def counted(ps: list[list[int]], deadlines: Any = None) -> Any:
+        batches.append(len(ps))
+        return real(ps, deadlines)
+
+    pol.sample_batch = counted  # type: ignore[method-assign]
+    replies: list[Any] = [None] * len(msgs)
+
+    def ask(i: int) -> None:
+        replies[i] = pol.ask(msgs[i], 60)
+
+    threads = [threading.Thread(target=ask, args=(i,)) for i in range(len(msgs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert sum(batches) == len(msgs) and max(batches) == 4 and len(batches) < len(msgs)  # batched, <= max_batch
+    for r, p in zip(replies, prompts, strict=True):
+        assert r.prompt_ids == p and 1 <= len(r.tokens) == len(r.token_logprobs) <= 6
+        alone, _ = pol.logprobs([p], [r.tokens])  # one row: no padding, no shared prefix
+        assert alone[0].tolist() == pytest.approx(r.token_logprobs, abs=1e-4)
+    # the batch's recomputation (shared prefix, left padding) gives the same, gradients too
+    comps = [r.tokens for r in replies]
+    together, mask = pol.logprobs(prompts, comps)
+    together.sum().backward()
+    g_batch = [q.grad.clone() for q in pol.trainable_parameters()]  # type: ignore[union-attr]
+    pol.lm.zero_grad()
+    for i, (p, c) in enumerate(zip(prompts, comps, strict=True)):
+        lp, _ = pol.logprobs([p], [c])
+        assert lp[0].tolist() == pytest.approx(together[i, :len(c)].tolist(), abs=1e-4)
+        lp.sum().backward()
+    for gb, q in zip(g_batch, pol.trainable_parameters(), strict=True):
+        assert torch.allclose(gb, q.grad, atol=1e-4)  # type: ignore[arg-type]
+    # the deadline cuts an answer at its first token; max_new_tokens caps the rest
+    cut = real(prompts[:3], [0.0, None, None])
+    assert len(cut[0][0]) == 1 and all(1 <= len(ids) <= 6 for ids, _ in cut)
+
+
 def test_loss_is_trls_grpo_and_micro_batches_change_nothing(tiny: Path) -> None:
     from brawlkit.policy_server import hf_train
     from brawlkit.policy_server.hf_policy import HfPolicy
@@ -153,15 +209,18 @@ def test_policy_train_hf_clones_trains_exports_saves_and_resumes(tiny: Path, tmp
     common = ["--fights-per-batch", "2", "--eval-fights", "0", "--final-eval-fights", "0", "--max-ticks", "120",
               "--workers", "1", "--no-progress", "--json", "--lr", "1e-2"]
     r = run_cli("policy", "train", "--hf", str(tiny), "--lora-rank", "4", "--out", str(out), "--batches", "1",
-                "--export", "--clone-fights", "2", "--clone-rounds", "0", "--clone-epochs", "1", "--seed", "2",
+                "--export", "--clone-fights", "2", "--clone-rounds", "1", "--dagger-fights", "1", "--clone-epochs", "1",
+                "--clone-minibatch", "16", "--seed", "2",
                 *common, timeout=600)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-4000:]
     summary = last_json(r.stdout)
     assert summary["member"] == "hf-tiny-lm-s2" and summary["batches_total"] == 1
     assert summary["failed_calls"] == 0 and summary["model_errors"] == 0
     lines = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
-    (clone,) = [x for x in lines if x["kind"] == "clone"]
-    assert clone["clone_pairs"] > 0 and clone["clone_steps"] >= 1
+    clone, dagger = [x for x in lines if x["kind"] == "clone"]
+    assert clone["clone_pairs"] > 0 and clone["clone_steps"] >= -(-clone["clone_pairs"] // 16)  # minibatches of 16
+    assert clone["fights"] == 2 and dagger["player"] == "policy" and dagger["fights"] == 1  # --dagger-fights
+    assert dagger["clone_pairs"] > clone["clone_pairs"]
     (batch,) = [x for x in lines if x["kind"] == "batch"]
     assert batch["grad_steps"] >= 1 and batch["moves"] > 0 and batch["kl"] >= 0 and "logp_drift" in batch
     assert (out / "policy_clone" / "adapter_config.json").is_file()

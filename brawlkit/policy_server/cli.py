@@ -84,11 +84,12 @@ def _chooser(args: argparse.Namespace) -> tuple[object, str | None, str]:
                          reasks=args.reasks)
         return llm, args.member, f"{llm.label} at {client.endpoint}, budget {args.budget_ms:g} ms"
     if args.hf:
-        from brawlkit.policy_server.hf_policy import HfPolicy
+        from brawlkit.policy_server.hf_policy import SERVE_MAX_BATCH, HfPolicy
         from brawlkit.policy_server.llm import LlmChooser
 
+        # the endpoint's threads answer concurrent callers: their prompts share forwards
         hf = HfPolicy.load(args.hf, device=args.device, temperature=args.temperature,
-                           max_new_tokens=args.max_new_tokens)
+                           max_new_tokens=args.max_new_tokens, max_batch=SERVE_MAX_BATCH)
         llm = LlmChooser(hf, budget_s=args.budget_ms / 1e3, decision_ticks=args.decision_ticks,
                          reasks=args.reasks)
         return llm, args.member, f"{llm.label} on {hf.device}, budget {args.budget_ms:g} ms"

@@ -33,6 +33,9 @@ import torch
 from brawlkit.policy_server.hf_policy import HfPolicy
 from brawlkit.policy_server.rollouts import FightResult
 
+#: pairs ``clone_acc`` is measured on (a sample: its 95 % interval is within ±0.03)
+ACC_SAMPLE = 1024
+
 
 def _ids(v: Any) -> TypeGuard[list[int]]:
     return isinstance(v, list) and bool(v) and all(isinstance(x, int) and not isinstance(x, bool) for x in v)
@@ -163,7 +166,8 @@ def fit(policy: HfPolicy, opt: torch.optim.Optimizer, prompts: list[list[int]], 
         *, epochs: int = 3, minibatch: int = 64, micro_batch: int = 16, seed: int = 0) -> dict[str, float]:
     """The supervised start's cross-entropy on (prompt ids, answer ids) pairs, averaged
     per token; returns the last minibatch's loss, the share of pairs whose first answer
-    token gets more than half the probability (``clone_acc``), steps, pairs and seconds."""
+    token gets more than half the probability (``clone_acc``, over a random
+    :data:`ACC_SAMPLE` of them), steps, pairs and seconds."""
     t0 = time.perf_counter()
     loss_v = [0.0]
 
@@ -179,11 +183,14 @@ def fit(policy: HfPolicy, opt: torch.optim.Optimizer, prompts: list[list[int]], 
                        micro_batch=micro_batch, max_grad_norm=1.0, seed=seed, micro=micro)
         policy.lm.eval()
         hits = 0
+        # on a sample: a forward over every pair costs a third of an epoch, for one figure
+        look = random.Random(seed).sample(range(len(prompts)), min(len(prompts), ACC_SAMPLE))
         with torch.no_grad():
-            for u in range(0, len(prompts), micro_batch):
-                logp, _ = policy.logprobs(prompts[u:u + micro_batch], completions[u:u + micro_batch])
+            for u in range(0, len(look), micro_batch):
+                idx = look[u:u + micro_batch]
+                logp, _ = policy.logprobs([prompts[i] for i in idx], [completions[i] for i in idx])
                 hits += int((logp[:, 0] > -0.6931).sum())
-    return {"clone_loss": loss_v[0], "clone_acc": round(hits / max(1, len(prompts)), 4), "clone_steps": steps,
+    return {"clone_loss": loss_v[0], "clone_acc": round(hits / max(1, len(look)), 4), "clone_steps": steps,
             "clone_pairs": len(prompts), "clone_s": round(time.perf_counter() - t0, 2)}
 
 

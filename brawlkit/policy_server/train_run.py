@@ -92,8 +92,12 @@ class MoveTrainOptions:
     member: str | None = None
     clone_fights: int = 0
     clone_rounds: int = 1
+    #: the policy's own fights per DAgger round (None: ``clone_fights``): on a CPU a
+    #: policy fight costs a model call per decision where a teacher fight costs none
+    dagger_fights: int | None = None
     clone_epochs: int = 8
     clone_lr: float = 1e-2
+    clone_minibatch: int = 128
     clone_vs: str = "cpu:1,cpu:2,cpu:3"
     progress: bool = True
     reward: MoveRewardWeights = field(default_factory=MoveRewardWeights)
@@ -120,6 +124,10 @@ class MoveTrainOptions:
 #: the time one decision of a --hf model may take (its answer is cut there): generous, so a
 #: busy CPU does not turn answers into invalid ones
 HF_BUDGET_S = 30.0
+#: how long a --hf batch's first prompt waits for the other workers' (HfPolicy.batch_wait_s):
+#: a worker asks again about a millisecond after its answer (one env step), so the workers
+#: stay in one batch per decision instead of splitting into a big and a small one
+HF_BATCH_WAIT_S = 0.003
 
 
 def _slug(path: str) -> str:
@@ -280,7 +288,7 @@ def _clone(st: _State, opts: MoveTrainOptions, runner: RolloutRunner, log: Any, 
     """The supervised start (:mod:`brawlkit.policy_server.clone`): the scripted teacher,
     served as a real endpoint, plays ``clone_fights`` fights through the same workers;
     the policy is fitted to its moves; then ``clone_rounds`` DAgger rounds (the policy
-    plays, the teacher labels the states it reached, fit again).  One ``kind: clone``
+    plays ``dagger_fights`` fights, the teacher labels the states it reached, fit again).  One ``kind: clone``
     metrics line per round, with ``cpu_s`` (the budget counts all of it)."""
     from brawlkit.policy_server import clone
 
@@ -292,7 +300,7 @@ def _clone(st: _State, opts: MoveTrainOptions, runner: RolloutRunner, log: Any, 
         pairs_fn = hf_train.clone_pairs
 
         def fit_fn(policy: Any, opt: Any, p: Any, r: Any, *, epochs: int, minibatch: int, seed: int) -> Any:
-            return hf_train.fit(policy, opt, p, r, epochs=epochs, minibatch=min(minibatch, opts.minibatch),
+            return hf_train.fit(policy, opt, p, r, epochs=epochs, minibatch=minibatch,
                                 micro_batch=opts.micro_batch, seed=seed)
 
     teacher = clone.ScriptedTeacher(seed=opts.seed, decision_ticks=opts.decision_ticks)
@@ -306,14 +314,15 @@ def _clone(st: _State, opts: MoveTrainOptions, runner: RolloutRunner, log: Any, 
         for rnd in range(1 + opts.clone_rounds):
             specs = [FightSpec(seed=int(rng.integers(2**31)), opponent=levels[i % len(levels)],
                                endpoint=served.url if rnd == 0 else None, max_ticks=opts.max_ticks)
-                     for i in range(opts.clone_fights)]
+                     for i in range(opts.clone_fights if rnd == 0 or opts.dagger_fights is None
+                                    else opts.dagger_fights)]
             results = runner.run(specs, desc=f"clone round {rnd}")
             ok = [r for r in results if r.ok]
             p, r = pairs_fn(st.policy, ok, teacher if rnd else None)
             prompts += p
             responses += r
             stats = fit_fn(st.policy, opt, prompts, responses, epochs=opts.clone_epochs,
-                        minibatch=128, seed=opts.seed + rnd)
+                           minibatch=opts.clone_minibatch, seed=opts.seed + rnd)
             _log(log, {"kind": "clone", "round": rnd, "player": "teacher" if rnd == 0 else "policy",
                        "time_s": round(time.monotonic() - t0, 1), "cpu_s": _cpu(runner),
                        **batch_metrics(results, [[0.0] * len(f.steps) for f in ok]), **stats})
@@ -333,9 +342,11 @@ def train(opts: MoveTrainOptions) -> dict[str, Any]:
         from brawlkit.policy_server.hf_policy import HfPolicy
         from brawlkit.policy_server.llm import LlmChooser
 
+        # each rollout worker waits on one answer at a time: a batch of up to ``workers``
+        # prompts is every worker's decision in one forward
         policy: Any = HfPolicy.load(opts.hf, device=opts.device, lora_rank=opts.lora_rank,
                                     temperature=opts.temperature, max_new_tokens=opts.max_new_tokens,
-                                    seed=opts.seed)
+                                    seed=opts.seed, max_batch=opts.workers, batch_wait_s=HF_BATCH_WAIT_S)
         # the write-up's rule: an invalid answer is played (as no_move) and penalised; a
         # re-ask (--reasks) would hide it from the gradient
         chooser = LlmChooser(policy, budget_s=HF_BUDGET_S, decision_ticks=opts.decision_ticks,
@@ -477,7 +488,9 @@ NUMERIC_FLAGS: dict[str, tuple[type, str]] = {
     "max_ticks": (int, "cut each fight after this many ticks (smoke runs)"),
     "clone_fights": (int, "the supervised start: teacher fights to clone first (0 = none)"),
     "clone_rounds": (int, "DAgger rounds of the supervised start"),
+    "dagger_fights": (int, "the policy's own fights per DAgger round (None: as many as --clone-fights)"),
     "clone_epochs": (int, "epochs of each supervised fit"),
+    "clone_minibatch": (int, "pairs per optimizer step of the supervised fit"),
     "lora_rank": (int, "with --hf: LoRA rank (0 = train every weight)"),
     "micro_batch": (int, "with --hf: moves per forward/backward (gradients accumulate to a minibatch)"),
     "max_new_tokens": (int, "with --hf: answer length cap in tokens"),
