@@ -159,6 +159,8 @@ class BrawlpitVecEnv(DummyVecEnv):
         lane = self.lane
         if lane is None or not self._all_brawlpit:
             return False
+        if lane.batchable():  # every env in, each with the lane's reward: no per-env check
+            return True
         for i in range(lo, hi):
             if not lane.admit(i, self.envs[i]) or not lane.rewarded[i]:
                 return False
