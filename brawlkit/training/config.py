@@ -108,9 +108,10 @@ class TrainConfig:
     hidden: tuple[int, ...] = _opt((64, 64), "hidden layer sizes of the actor and the critic "
                                    "(tanh); the .bpw and brawlpit_bot's C forward take any, its "
                                    "cost is `bench native --checkpoint`'s")
-    pipeline: bool = _opt(True, "the rollout keeps both cores busy: the server steps one half "
-                          "of the arenas while the trainer decides the other "
-                          "(training/rollout.py); false: SB3's serial loop")
+    pipeline: bool = _opt(True, "the rollout overlaps the server's work with the trainer's: "
+                          "halves of the arenas stepped while the trainer decides the other, "
+                          "or each step's bookkeeping while the server steps the next, "
+                          "whichever measures faster (training/rollout.py); false: SB3's loop")
     # --- PPO (stable-baselines3 names)
     learning_rate: float = _opt(3e-4, "Adam learning rate", aliases=("--lr",))
     n_steps: int = _opt(256, "rollout length per env (shrunk so a generation holds a rollout)")
