@@ -305,10 +305,15 @@ def test_fastforward_paces_and_broadcasts(server_factory):
 
 
 def _hostile(rng: random.Random, i: int, session: int) -> tuple[bytes, bool]:
-    """(datagram, send it from the joined client's own address?) — one of eight kinds,
+    """(datagram, send it from the joined client's own address?) — one of nine kinds,
     each meant to hit a different drop reason."""
     hdr = bytes(P.make_header(C.BP_PKT_CMD, 0))
-    k = i % 8
+    k = i % 9
+    if k == 8:  # a BATCH of garbage: any count, items of random bytes, the length right or not
+        count = rng.randrange(0, 140)
+        size = P.BATCH_HEAD_SIZE + count * P.BATCH_ITEM_SIZE + (0 if i % 2 else rng.randrange(-5, 5))
+        head = bytes(P.make_header(C.BP_PKT_BATCH, 0)) + count.to_bytes(2, "little") + bytes(6)
+        return (head + rng.randbytes(max(0, size - len(head))))[:max(size, 0)], False
     if k == 0:  # random bytes of random length
         return rng.randbytes(rng.randrange(0, 120)), False
     if k == 1:  # shorter than a header
@@ -364,7 +369,7 @@ def test_flood_of_hostile_datagrams_is_counted_by_reason_while_a_client_plays(se
     assert played == 100 and sent > 0
     assert stats["dropped"] > 50_000, stats
     for reason in ("bad_len", "bad_magic", "bad_session", "bad_slot", "bad_repeat",
-                   "not_joined", "bad_version", "bad_type"):
+                   "not_joined", "bad_version", "bad_type", "bad_batch"):
         assert stats[reason] > 0, (reason, stats)
 
 
