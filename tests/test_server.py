@@ -14,6 +14,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from typing import Any
 
 import numpy as np
 import pytest
@@ -146,6 +147,21 @@ def test_spinning_server_plays_the_same_match() -> None:
     assert len(a) == len(b) and all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
 
 
+def _backoffs_while_playing(env: Any) -> int:
+    """Step ``env`` (resetting as matches end) until its server reports a spin back-off,
+    for up to 20 s; the back-offs reported."""
+    env.reset(seed=1)
+    deadline = time.monotonic() + 20.0
+    backoffs = 0
+    while time.monotonic() < deadline and backoffs == 0:
+        for _ in range(200):
+            _, _, term, _, _ = env.step(np.zeros(6, np.float32))
+            if term:
+                env.reset()
+        backoffs = env.server.stats()["spin_backoffs"]
+    return backoffs
+
+
 @pytest.mark.servers
 def test_a_spinning_server_backs_off_when_its_core_is_busy() -> None:
     """A busy-polling server that keeps being preempted (another CPU-bound process on its
@@ -160,16 +176,7 @@ def test_a_spinning_server_backs_off_when_its_core_is_busy() -> None:
         os.sched_setaffinity(env.server.proc.pid, {core})
         busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
         os.sched_setaffinity(busy.pid, {core})
-        env.reset(seed=1)
-        deadline = time.monotonic() + 20.0
-        backoffs = 0
-        while time.monotonic() < deadline and backoffs == 0:
-            for _ in range(200):
-                _, _, term, _, _ = env.step(np.zeros(6, np.float32))
-                if term:
-                    env.reset()
-            backoffs = env.server.stats()["spin_backoffs"]
-        assert backoffs >= 1
+        assert _backoffs_while_playing(env) >= 1
     finally:
         if busy is not None:
             busy.kill()
@@ -196,16 +203,7 @@ def test_a_spinning_server_backs_off_when_the_other_cores_are_crowded() -> None:
         for k in range(len(cores)):  # as many CPU-bound processes as cores, none on the server's
             busy.append(subprocess.Popen([sys.executable, "-c", "while True: pass"]))
             os.sched_setaffinity(busy[-1].pid, {cores[1 + k % (len(cores) - 1)]})
-        env.reset(seed=1)
-        deadline = time.monotonic() + 20.0
-        backoffs = 0
-        while time.monotonic() < deadline and backoffs == 0:
-            for _ in range(200):
-                _, _, term, _, _ = env.step(np.zeros(6, np.float32))
-                if term:
-                    env.reset()
-            backoffs = env.server.stats()["spin_backoffs"]
-        assert backoffs >= 1
+        assert _backoffs_while_playing(env) >= 1
     finally:
         os.sched_setaffinity(0, set(cores))
         for p in busy:
