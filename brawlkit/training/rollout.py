@@ -189,26 +189,16 @@ class PipelinedRollout(PPO):
                 res_a = venv.recv_rows(0, m) if sent_a else venv.step_rows(0, m, a.clipped)
                 res_b = venv.step_rows(m, n, b.clipped)
                 ahead = None
-            new_obs = np.concatenate([res_a[0], res_b[0]])
-            rewards = np.concatenate([res_a[1], res_b[1]])
-            dones = np.concatenate([res_a[2], res_b[2]])
-            infos = _monitor(mon, rewards, dones, list(res_a[3]) + list(res_b[3]))
-            actions = np.concatenate([a.actions, b.actions])
-            clipped_actions = np.concatenate([a.clipped, b.clipped])  # noqa: F841 (callbacks read it)
-            values = th.cat([a.values, b.values])
-            log_probs = th.cat([a.log_probs, b.log_probs])
-            self.num_timesteps += n
-            callback.update_locals(locals())
-            if not callback.on_step():
+            res = (np.concatenate([res_a[0], res_b[0]]), np.concatenate([res_a[1], res_b[1]]),
+                   np.concatenate([res_a[2], res_b[2]]), list(res_a[3]) + list(res_b[3]))
+            both = _Decision(np.concatenate([a.actions, b.actions]), np.concatenate([a.clipped, b.clipped]),
+                             th.cat([a.values, b.values]), th.cat([a.log_probs, b.log_probs]))
+            if not self._record(mon, callback, rollout_buffer, obs, both, res):
                 if ahead is not None:  # the half sent ahead: its step is taken, not recorded
                     venv.recv_rows(0, m)
                 return False
-            self._update_info_buffer(infos, dones)
-            self._bootstrap_time_limits(rewards, dones, infos)
-            rollout_buffer.add(obs, actions, rewards, self._last_episode_starts, values, log_probs)
+            new_obs, dones = res[0], res[2]
             obs = new_obs
-            self._last_obs = new_obs
-            self._last_episode_starts = dones
         with th.no_grad():
             values = self.policy.predict_values(obs_as_tensor(new_obs, self.device))
         rollout_buffer.compute_returns_and_advantage(last_values=values, dones=dones)
