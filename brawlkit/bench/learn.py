@@ -56,7 +56,7 @@ from brawlkit.training import league_run
 from brawlkit.training.checkpoints import list_checkpoints
 from brawlkit.training.config import RunOptions, TrainConfig, config_fields
 from brawlkit.training.evaluate import EVAL_ARENAS, evaluate_shipped, playstyle
-from brawlkit.training.imitation import ImitationConfig, imitate
+from brawlkit.training.imitation import ImitationConfig, clone_in
 from brawlkit.training.ppo import train
 from brawlkit.wire.cpu_level import CPU_LEVELS, CpuLevel
 
@@ -201,8 +201,8 @@ def train_seed(cfg: LearnConfig, seed: int, out: Path, progress: bool) -> dict[s
     t0 = time.perf_counter()
     init = None
     if cfg.imitation is not None:
-        init = str(imitate(cfg.imitation_config(), cfg.imitation_train_config(seed),
-                           run_dir=out / "imitation", progress=progress).checkpoint)
+        init = str(clone_in(out / "imitation", cfg.imitation_config(),
+                            cfg.imitation_train_config(seed), progress))
     imitation_s = time.perf_counter() - t0
     if cfg.kind == "imitation":
         assert init is not None

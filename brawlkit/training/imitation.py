@@ -619,6 +619,14 @@ def ensure_clone(run_dir: str | Path = CLONE_DIR, args: Sequence[str] = (),
     with the same settings.  One home for "clone if absent": ``make train`` runs it as
     ``imitate --ensure``, ``train_role.ipynb`` and ``colab_bootstrap.py`` call it."""
     icfg, cfg = clone_settings(args, like)
+    return clone_in(run_dir, icfg, cfg, progress)
+
+
+def clone_in(run_dir: str | Path, icfg: ImitationConfig, cfg: TrainConfig,
+             progress: bool = True) -> Path:
+    """``run_dir``'s clone of exactly these settings, built by :func:`imitate` when it
+    holds none: so a ``bench learn`` seed, a notebook or ``make train`` interrupted after
+    its minutes of imitation (or two recipes sharing one clone) never builds it twice."""
     rd = Path(run_dir)
     clone = _reusable_clone(rd, icfg, cfg)
     if clone is not None:
