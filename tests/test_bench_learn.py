@@ -183,6 +183,17 @@ c_eval_matches = 0
         assert res["start_pooled"][opp]["wins"] == start["wins"]
     assert "the clone each seed started from" in r.stdout
     assert (tmp_path / "out" / "s4" / "start_eval.json").is_file()
+    # the seed trained again (its records gone, its clone kept): the clone is reused, not rebuilt
+    clone = tmp_path / "out" / "s4" / "imitation" / "gen_0000.zip"
+    stamp = clone.stat().st_mtime_ns
+    for name in ("train.json", "eval.json", "start_eval.json"):
+        (tmp_path / "out" / "s4" / name).unlink()
+    again = run_cli("bench", "learn", str(recipe), "--out", str(tmp_path / "out"), "--no-progress",
+                    "--json", timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    (seed2,) = last_json(again.stdout)["seeds"]
+    assert seed2["init_from"] == seed["init_from"] and clone.stat().st_mtime_ns == stamp
+    assert seed2["imitation_seconds"] < seed["imitation_seconds"]
 
 
 def test_a_roles_steps_count_every_generation_across_a_reset(tmp_path: Path) -> None:

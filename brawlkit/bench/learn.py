@@ -40,6 +40,8 @@ rerun skips what is already there, so an interrupted benchmark continues.
 from __future__ import annotations
 
 import json
+import shutil
+import sys
 import time
 import tomllib
 from dataclasses import dataclass, field
@@ -199,6 +201,13 @@ def resolve_config(path: str | Path) -> Path:
 def train_seed(cfg: LearnConfig, seed: int, out: Path, progress: bool) -> dict[str, Any]:
     """Train one seed of the recipe into ``out``; the shipped checkpoint, steps, seconds."""
     t0 = time.perf_counter()
+    # no train.json: whatever RL an earlier attempt left is unfinished, not a result; it is
+    # cleared so the seed trains from its start (its clone, when built, is kept and reused)
+    for stale in ("main", "runs", "league"):
+        if (out / stale).exists():
+            print(f"bench learn: {out / stale}: an unfinished earlier attempt, removed",
+                  file=sys.stderr)
+            shutil.rmtree(out / stale)
     init = None
     if cfg.imitation is not None:
         init = str(clone_in(out / "imitation", cfg.imitation_config(),
