@@ -134,6 +134,14 @@ def test_batched_sampling_records_what_a_recomputation_gives(tiny: Path) -> None
     # the deadline cuts an answer at its first token; max_new_tokens caps the rest
     cut = real(prompts[:3], [0.0, None, None])
     assert len(cut[0][0]) == 1 and all(1 <= len(ids) <= 6 for ids, _ in cut)
+    # greedy (the deterministic policy): the most likely token at each step, the same every time
+    pol.greedy = True
+    first, again = real(prompts[:3]), real(prompts[:3])
+    assert [ids for ids, _ in first] == [ids for ids, _ in again]
+    with torch.no_grad():
+        for p, (ids, lps) in zip(prompts[:3], first, strict=True):
+            assert ids[0] == int(pol.lm(input_ids=torch.tensor([p])).logits[0, -1].argmax())
+            assert pol.logprobs([p], [ids])[0][0].tolist() == pytest.approx(lps, abs=1e-4)
 
 
 def test_loss_is_trls_grpo_and_micro_batches_change_nothing(tiny: Path) -> None:
@@ -254,8 +262,13 @@ def test_policy_train_hf_clones_trains_exports_saves_and_resumes(tiny: Path, tmp
 
     # resumed: the batch count, the baseline and the curriculum continue
     r2 = run_cli("policy", "train", "--hf", str(out / "policy"), "--resume", "--out", str(tmp_path / "run2"),
-                 "--batches", "1", "--seed", "2", *common, timeout=600)
+                 "--batches", "1", "--seed", "2", *common, "--final-eval-fights", "1", "--eval-greedy", timeout=600)
     assert r2.returncode == 0, r2.stdout[-2000:] + r2.stderr[-4000:]
+    # --eval-greedy: the final evaluation plays the greedy policy, and the sampled one beside it
+    finals = [json.loads(x) for x in (tmp_path / "run2" / "metrics.jsonl").read_text().splitlines()
+              if json.loads(x).get("final")]
+    assert [f["decode"] for f in finals] == ["sampled", "greedy"] and all(f["fights"] == 1 for f in finals)
+    assert last_json(r2.stdout)["eval_decode"] == "greedy" and "final_sampled_win_rate" in last_json(r2.stdout)
     assert last_json(r2.stdout)["batches_total"] == 2
     assert last_json(r2.stdout)["member"] == "hf-tiny-lm-s2"  # the same member as the run it resumes
     (b2,) = [json.loads(x) for x in (tmp_path / "run2" / "metrics.jsonl").read_text().splitlines()

@@ -102,6 +102,9 @@ class HfPolicy:
         self.model = name  # the ChatModel's name (the chooser's label is llm:NAME)
         self.device = device
         self.temperature, self.max_new_tokens = float(temperature), int(max_new_tokens)
+        #: decode the most likely token at each step instead of sampling: the deterministic
+        #: policy (``policy train --eval-greedy`` evaluates it); logprobs stay at ``temperature``
+        self.greedy = False
         self.base = base  # the base model of a LoRA adapter (what the adapter is saved against)
         self.gen = torch.Generator(device="cpu").manual_seed(seed)
         self.lock = threading.Lock()  # the endpoint's threads sample, the trainer updates
@@ -249,7 +252,8 @@ class HfPolicy:
         for _ in range(self.max_new_tokens):
             logits, cache = self._forward(x, att, pos, cache)
             logp = torch.log_softmax(logits / self.temperature, dim=-1).cpu()
-            toks = torch.multinomial(logp.exp(), 1, generator=self.gen).squeeze(1).tolist()
+            toks = (logp.argmax(-1) if self.greedy else
+                    torch.multinomial(logp.exp(), 1, generator=self.gen).squeeze(1)).tolist()
             now = time.monotonic()
             for i, t in enumerate(toks):
                 if not alive[i]:

@@ -99,6 +99,9 @@ class TextPolicy:
         self.gen = torch.Generator().manual_seed(seed)
         self.decision_ticks = decision_ticks
         self.lock = threading.Lock()  # the endpoint's thread samples, the trainer updates
+        #: answer with the most likely tokens instead of sampling: the deterministic policy
+        #: (``policy train --eval-greedy`` evaluates it)
+        self.greedy = False
 
     # ------------------------------------------------------------------ tokens
     def encode_prompt(self, text: str) -> list[int]:
@@ -138,7 +141,7 @@ class TextPolicy:
         """The ``/move`` reply: move, logprob, and what a trainer needs besides."""
         prompt = render_state(req)
         with self.lock:
-            tokens, logps = self.sample(self.encode_prompt(prompt))
+            tokens, logps = self.sample(self.encode_prompt(prompt), self.greedy)
         name = self.response_text(tokens)
         return {"move": name, "logprob": float(sum(logps)), "tokens": tokens,
                 "token_logprobs": logps, "prompt": prompt, "response": name}

@@ -87,6 +87,8 @@ class MoveTrainOptions:
     max_ticks: int | None = None
     fight_timeout_s: float = 300.0
     export: bool = False
+    #: evaluations play the greedy (deterministic) policy, the final one the sampled beside it
+    eval_greedy: bool = False
     league_dir: str | None = None
     registry: str | None = None
     member: str | None = None
@@ -169,15 +171,22 @@ class ServedPolicy:
         self.thread.join(10)
 
 
-def _evaluate(runner: RolloutRunner, opts: MoveTrainOptions, n: int, sink: ResultSink,
-              batch: int, t0: float) -> dict[str, Any]:
-    """``n`` fights against ``eval_vs`` on fixed seeds; their metrics line."""
+def _evaluate(runner: RolloutRunner, opts: MoveTrainOptions, n: int, st: _State,
+              t0: float, greedy: bool | None = None) -> dict[str, Any]:
+    """``n`` fights against ``eval_vs`` on fixed seeds, played by the greedy policy
+    (``greedy``, default ``eval_greedy``: the most likely token at each step, the
+    deterministic policy) or the sampled one; their metrics line (``decode``)."""
+    greedy = opts.eval_greedy if greedy is None else greedy
     specs = [FightSpec(seed=10_000 + i, opponent=opts.eval_vs, max_ticks=opts.max_ticks) for i in range(n)]
-    results = runner.run(specs, desc=f"eval vs {opts.eval_vs}")
-    _post(sink, opts, results)
+    st.policy.greedy = greedy
+    try:
+        results = runner.run(specs, desc=f"eval vs {opts.eval_vs}")
+    finally:
+        st.policy.greedy = False
+    _post(st.sink, opts, results)
     m = batch_metrics(results, fight_rewards([r for r in results if r.ok], opts.reward))
-    return {"kind": "eval", "batch": batch, "time_s": round(time.monotonic() - t0, 1),
-            "cpu_s": _cpu(runner),
+    return {"kind": "eval", "batch": st.batch, "time_s": round(time.monotonic() - t0, 1),
+            "cpu_s": _cpu(runner), "decode": "greedy" if greedy else "sampled",
             "vs": opts.eval_vs, **m, "eval_win_rate": m["win_rate"].get(opts.eval_vs, 0.0)}
 
 
@@ -374,18 +383,19 @@ def train(opts: MoveTrainOptions) -> dict[str, Any]:
     rng = np.random.default_rng(opts.seed + st.batch)
     t0 = time.monotonic()
     evals: list[dict[str, Any]] = []
+    sampled: dict[str, Any] | None = None  # the final sampled evaluation beside a greedy one
     bar = tqdm(total=opts.batches or round(opts.minutes * 60), disable=not opts.progress,
                desc="move training", unit="batch" if opts.batches else "s")
     b = 0  # this run's batches; st.batch counts them over resumed runs too
     with open(out / "metrics.jsonl", "a" if opts.resume else "w") as log:
         try:
-            evals.append(_evaluate(runner, opts, opts.eval_fights, st.sink, st.batch, t0))
+            evals.append(_evaluate(runner, opts, opts.eval_fights, st, t0))
             _log(log, evals[-1])
             if opts.clone_fights:
                 _clone(st, opts, runner, log, t0)
                 if st.hf:  # the KL term holds RL near the cloned model, not the pretrained one
                     st.policy.set_reference()
-                evals.append({**_evaluate(runner, opts, opts.eval_fights, st.sink, st.batch, t0), "cloned": True})
+                evals.append({**_evaluate(runner, opts, opts.eval_fights, st, t0), "cloned": True})
                 _log(log, evals[-1])
                 _save(st, out, "policy_clone", {"batch": st.batch, "cloned": True})
             last_eval = time.monotonic()
@@ -401,11 +411,14 @@ def train(opts: MoveTrainOptions) -> dict[str, Any]:
                 bar.set_postfix(level=line["unlocked"], invalid=round(line["invalid_rate"] or 0, 3),
                                 win=json.dumps(line["win_rate"]))
                 if time.monotonic() - last_eval >= opts.eval_every_s:
-                    evals.append(_evaluate(runner, opts, opts.eval_fights, st.sink, st.batch, t0))
+                    evals.append(_evaluate(runner, opts, opts.eval_fights, st, t0))
                     _log(log, evals[-1])
                     _save(st, out, f"policy_{st.batch:04d}", {"batch": st.batch})
                     last_eval = time.monotonic()
-            evals.append(_evaluate(runner, opts, opts.final_eval_fights, st.sink, st.batch, t0))
+            if opts.eval_greedy:  # the sampled policy beside the deterministic one
+                sampled = _evaluate(runner, opts, opts.final_eval_fights, st, t0, greedy=False)
+                _log(log, {**sampled, "final": True})
+            evals.append(_evaluate(runner, opts, opts.final_eval_fights, st, t0))
             _log(log, {**evals[-1], "final": True})
             _save(st, out, "policy", {"batch": st.batch, "options": _jsonable(opts)})
         finally:
@@ -413,7 +426,7 @@ def train(opts: MoveTrainOptions) -> dict[str, Any]:
             runner.close()
             served.close()
             st.sink.close()
-    return _summary(out, opts, evals, b, t0, st, runner)
+    return _summary(out, opts, evals, b, t0, st, runner, sampled)
 
 
 def _cpu(runner: RolloutRunner) -> float:
@@ -428,7 +441,7 @@ def _jsonable(opts: MoveTrainOptions) -> dict[str, Any]:
 
 
 def _summary(out: Path, opts: MoveTrainOptions, evals: list[dict[str, Any]], batches: int, t0: float,
-             st: _State, runner: RolloutRunner) -> dict[str, Any]:
+             st: _State, runner: RolloutRunner, sampled: dict[str, Any] | None = None) -> dict[str, Any]:
     first_07 = next((e for e in evals if e["eval_win_rate"] >= 0.7), None)
     summary = {"out": str(out), "seed": opts.seed, "member": opts.member_id, "batches": batches,
                "minutes": round((time.monotonic() - t0) / 60, 2),
@@ -436,6 +449,8 @@ def _summary(out: Path, opts: MoveTrainOptions, evals: list[dict[str, Any]], bat
                "untrained_win_rate": evals[0]["eval_win_rate"],
                "cloned_win_rate": next((e["eval_win_rate"] for e in evals if e.get("cloned")), None),
                "final_win_rate": evals[-1]["eval_win_rate"], "eval_vs": opts.eval_vs,
+               "eval_decode": evals[-1]["decode"],
+               "final_sampled_win_rate": sampled["eval_win_rate"] if sampled else evals[-1]["eval_win_rate"],
                "best_win_rate": max(e["eval_win_rate"] for e in evals),
                "first_at_0.7": first_07 and {k: first_07[k] for k in ("batch", "time_s", "cpu_s")},
                "max_level_unlocked": st.curriculum.max_level,
@@ -537,6 +552,10 @@ def _parser() -> argparse.ArgumentParser:
                     help="override the per-move reward's weights (MoveRewardWeights: half_life_frames, "
                          "damage_weight, win_bonus, invalid_penalty, health_max), e.g. damage_weight=1")
     ap.add_argument("--export", action="store_true", help="write rollouts/batch_NNNNN.jsonl (one row per move)")
+    ap.add_argument("--eval-greedy", action="store_true",
+                    help="evaluations play the greedy policy (the most likely token at each step: the "
+                         "deterministic policy, what a served model at --temperature 0 plays); the final "
+                         "evaluation plays the sampled policy too, reported beside it")
     ap.add_argument("--league-dir", default=None, help="record every finished fight in this league directory")
     ap.add_argument("--registry", default=None, help="post every finished fight to this registry (URL)")
     ap.add_argument("--member", default=None, help="the policy's id in the match log (text-policy-sSEED)")

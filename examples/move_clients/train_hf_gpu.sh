@@ -21,7 +21,7 @@ if [ "$MODEL" = tiny ]; then
   "$PY" -m brawlkit.policy_server.tiny_lm "$MODEL"
   # every weight trains (no LoRA); small minibatches at a high rate: the 0.1 M-parameter
   # model is limited by optimizer steps, not data; 8 workers share each forward (batched)
-  LR=${LR:-1e-3}; CLONE_LR=${CLONE_LR:-1e-2}; LORA=${LORA:-0}; CLONE_MB=${CLONE_MB:-32}; MICRO=${MICRO:-32}
+  LR=${LR:-1e-3}; CLONE_LR=${CLONE_LR:-1e-3}; LORA=${LORA:-0}; CLONE_MB=${CLONE_MB:-32}; MICRO=${MICRO:-32}
   WORKERS=${WORKERS:-8}; CLONE_FIGHTS=${CLONE_FIGHTS:-32}; DAGGER_FIGHTS=${DAGGER_FIGHTS:-16}
   CLONE_EPOCHS=${CLONE_EPOCHS:-1}; EVAL_FIGHTS=${EVAL_FIGHTS:-4}; MINUTES=${MINUTES:-10.5}
 fi
