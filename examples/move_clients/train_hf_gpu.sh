@@ -23,7 +23,11 @@ if [ "$MODEL" = tiny ]; then
   # model is limited by optimizer steps, not data; 8 workers share each forward (batched)
   LR=${LR:-1e-3}; CLONE_LR=${CLONE_LR:-1e-3}; LORA=${LORA:-0}; CLONE_MB=${CLONE_MB:-32}; MICRO=${MICRO:-32}
   WORKERS=${WORKERS:-8}; CLONE_FIGHTS=${CLONE_FIGHTS:-32}; DAGGER_FIGHTS=${DAGGER_FIGHTS:-16}
-  CLONE_EPOCHS=${CLONE_EPOCHS:-1}; EVAL_FIGHTS=${EVAL_FIGHTS:-4}; MINUTES=${MINUTES:-10.5}
+  CLONE_EPOCHS=${CLONE_EPOCHS:-2}; EVAL_FIGHTS=${EVAL_FIGHTS:-4}; MINUTES=${MINUTES:-60}
+  # the budget in CPU time (trainer, endpoint, workers, servers): the same run on a busy
+  # machine; it uses about one core, so 10.5 CPU-minutes plus the final evaluation end
+  # within 15 minutes on an idle 2-core machine
+  BUDGET=(--cpu-minutes "${CPU_MINUTES:-10.5}")
 fi
 exec "$PY" -m brawlkit policy train --hf "$MODEL" --device "${DEVICE:-cuda}" --out "$OUT" \
   --lora-rank "${LORA:-16}" --lr "${LR:-1e-5}" --kl-coef 0.04 --clip 0.2 --epochs 1 \
@@ -32,4 +36,4 @@ exec "$PY" -m brawlkit policy train --hf "$MODEL" --device "${DEVICE:-cuda}" --o
   --clone-epochs "${CLONE_EPOCHS:-2}" --clone-lr "${CLONE_LR:-2e-4}" --clone-minibatch "${CLONE_MB:-128}" \
   --workers "${WORKERS:-2}" --fights-per-batch "${FIGHTS:-8}" --minutes "${MINUTES:-60}" \
   --reward half_life_frames=300,damage_weight=1 --eval-every-s 600 --eval-fights "${EVAL_FIGHTS:-8}" \
-  --final-eval-fights 50 --export "$@"
+  --final-eval-fights 50 --export ${BUDGET[@]+"${BUDGET[@]}"} "$@"
