@@ -67,7 +67,10 @@ def test_an_arena_plays_the_same_match_alone_or_beside_seven_busy_ones():
 
 
 def test_a_vanished_client_and_a_flood_leave_the_other_arenas_playing(server_factory):
-    srv = server_factory(mode="lockstep", client_timeout=0.5)
+    # the victim's timeout: short, but long enough that a loaded machine descheduling this
+    # process does not make the seven playing clients look vanished too (a CI run at load
+    # ~6 lost one at 0.5 s)
+    srv = server_factory(mode="lockstep", client_timeout=2.0)
     envs = [BrawlpitEnv(opponent="cpu:3", server=srv) for _ in range(7)]
     victim = RawClient(srv.address, cpu_level=3)  # an arena of its own, then silence
     victim.cmd(0, 1)
@@ -80,7 +83,7 @@ def test_a_vanished_client_and_a_flood_leave_the_other_arenas_playing(server_fac
         bad.setblocking(False)
         rng = random.Random(5)
         steps = sent = 0
-        t0 = time.monotonic()
+        t0 = last_step = time.monotonic()
         for i in range(100_000):
             kind = i % 4
             if kind == 0:
@@ -100,7 +103,10 @@ def test_a_vanished_client_and_a_flood_leave_the_other_arenas_playing(server_fac
                 sent += 1
             except BlockingIOError:
                 pass
-            if i % 500 == 0:  # the seven arenas keep playing during the flood
+            # the seven arenas keep playing during the flood: every 500 datagrams, and at
+            # least every 0.2 s of a slow (loaded) flood
+            if i % 500 == 0 or time.monotonic() - last_step > 0.2:
+                last_step = time.monotonic()
                 for e in envs:
                     e.step_send(np.zeros(6, np.float32))
                 for e in envs:
@@ -116,7 +122,7 @@ def test_a_vanished_client_and_a_flood_leave_the_other_arenas_playing(server_fac
                 if e.step_recv()[2]:
                     e.reset()
         rate = 300 * len(envs) / (time.monotonic() - t0)
-        deadline = time.monotonic() + 1.0  # past the victim's timeout, the others still playing
+        deadline = time.monotonic() + 2.5  # past the victim's timeout, the others still playing
         while time.monotonic() < deadline:
             for e in envs:
                 if e.step(np.zeros(6, np.float32))[2]:
@@ -124,7 +130,7 @@ def test_a_vanished_client_and_a_flood_leave_the_other_arenas_playing(server_fac
         stats = srv.stats()
         print(f"flood of {sent} datagrams in {flood_s:.2f}s while 7 arenas stepped {steps} times; "
               f"then {rate:.0f} env-steps/s; stats {stats}")
-        assert steps == 200
+        assert steps >= 200
         joined.close()
         assert stats["clients_timed_out"] >= 1 and stats["arenas_reclaimed"] >= 1, stats
         assert stats["arenas_active"] == 7, stats
