@@ -142,6 +142,9 @@ def test_batched_sampling_records_what_a_recomputation_gives(tiny: Path) -> None
         for p, (ids, lps) in zip(prompts[:3], first, strict=True):
             assert ids[0] == int(pol.lm(input_ids=torch.tensor([p])).logits[0, -1].argmax())
             assert pol.logprobs([p], [ids])[0][0].tolist() == pytest.approx(lps, abs=1e-4)
+    served = HfPolicy.load(str(tiny), temperature=0, max_new_tokens=6)  # policy serve --hf --temperature 0
+    assert served.greedy and served.temperature == 1.0
+    assert [ids for ids, _ in served.sample_batch(prompts[:3])] == [ids for ids, _ in first]
 
 
 def test_loss_is_trls_grpo_and_micro_batches_change_nothing(tiny: Path) -> None:

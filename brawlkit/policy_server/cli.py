@@ -49,7 +49,8 @@ def _serve_parser() -> argparse.ArgumentParser:
     ap.add_argument("--budget-ms", type=float, default=2000.0,
                     help="with --llm: time one decision may spend on the server, re-ask included (2000)")
     ap.add_argument("--temperature", type=float, default=0.7,
-                    help="with --llm / --hf: sampling temperature (0.7)")
+                    help="with --llm / --hf: sampling temperature (0.7; 0 with --hf: greedy, the most "
+                         "likely token at each step)")
     ap.add_argument("--token-ids", action="store_true",
                     help="with --llm: ask the server for token ids and the prompt's ids (vLLM / SGLang: "
                          "return_tokens_as_token_ids, return_token_ids), kept for training")

@@ -101,10 +101,12 @@ class HfPolicy:
         self.lm, self.tokenizer = model, tokenizer
         self.model = name  # the ChatModel's name (the chooser's label is llm:NAME)
         self.device = device
-        self.temperature, self.max_new_tokens = float(temperature), int(max_new_tokens)
         #: decode the most likely token at each step instead of sampling: the deterministic
-        #: policy (``policy train --eval-greedy`` evaluates it); logprobs stay at ``temperature``
-        self.greedy = False
+        #: policy (``policy train --eval-greedy`` evaluates it; ``temperature`` 0 serves it,
+        #: its logprobs then at temperature 1)
+        self.greedy = float(temperature) <= 0
+        self.temperature = float(temperature) if not self.greedy else 1.0
+        self.max_new_tokens = int(max_new_tokens)
         self.base = base  # the base model of a LoRA adapter (what the adapter is saved against)
         self.gen = torch.Generator(device="cpu").manual_seed(seed)
         self.lock = threading.Lock()  # the endpoint's threads sample, the trainer updates

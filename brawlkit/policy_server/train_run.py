@@ -178,11 +178,11 @@ def _evaluate(runner: RolloutRunner, opts: MoveTrainOptions, n: int, st: _State,
     deterministic policy) or the sampled one; their metrics line (``decode``)."""
     greedy = opts.eval_greedy if greedy is None else greedy
     specs = [FightSpec(seed=10_000 + i, opponent=opts.eval_vs, max_ticks=opts.max_ticks) for i in range(n)]
-    st.policy.greedy = greedy
+    was, st.policy.greedy = st.policy.greedy, greedy
     try:
         results = runner.run(specs, desc=f"eval vs {opts.eval_vs}")
     finally:
-        st.policy.greedy = False
+        st.policy.greedy = was
     _post(st.sink, opts, results)
     m = batch_metrics(results, fight_rewards([r for r in results if r.ok], opts.reward))
     return {"kind": "eval", "batch": st.batch, "time_s": round(time.monotonic() - t0, 1),
