@@ -616,7 +616,8 @@ def ensure_clone(run_dir: str | Path = CLONE_DIR, args: Sequence[str] = (),
                  like: TrainConfig | None = None, progress: bool = True) -> Path:
     """The clone a run starts from (``--init-from``): ``run_dir/gen_0000.zip``, built by
     :func:`imitate` with :func:`clone_settings` unless ``run_dir`` already holds one built
-    with the same settings.  One home for "clone if absent": ``make train`` runs it as
+    with the same settings (:func:`clone_in`, the one home of "clone if absent", which
+    ``bench learn`` calls with a recipe's settings).  ``make train`` runs it as
     ``imitate --ensure``, ``train_role.ipynb`` and ``colab_bootstrap.py`` call it."""
     icfg, cfg = clone_settings(args, like)
     return clone_in(run_dir, icfg, cfg, progress)
