@@ -160,7 +160,7 @@ def zero_cost(cfg: TrainConfig, kl_coef: float, steps: int, work: Path) -> dict[
         dt = time.perf_counter() - t0
         done = model.num_timesteps - n0
         t1 = time.perf_counter()
-        model.train()  # the update alone, on the buffer the last rollout filled
+        model.update_now()  # the update alone, on the buffer the last rollout filled
         upd = time.perf_counter() - t1
         per_rollout = zcfg.ppo_n_steps() * zcfg.n_envs
         return {"steps_per_s": round(done / dt, 1),

@@ -25,8 +25,9 @@ rollout ends: constant, or decaying linearly to 0 at ``kl_decay_steps``, or halv
 every ``kl_decay_steps`` (exponential).  ``train/kl_teacher`` logs the minibatch mean
 of the KL, ``train/kl_coef`` the coefficient.
 
-**How.**  :class:`KLPPO` subclasses SB3's ``PPO`` and overrides ``train``: the same loop
-as stable-baselines3 2.9.2's ``PPO.train`` (written out in :meth:`KLPPO.train` and
+**How.**  :class:`KLPPO` subclasses SB3's ``PPO`` and overrides its update
+(``update_now``, which ``train`` calls, here or in the update process): the same loop
+as stable-baselines3 2.9.2's ``PPO.train`` (written out in :meth:`KLPPO.update_now` and
 :meth:`KLPPO._minibatch`, the same operations in the same order), plus the term.  With
 a coefficient of 0 it is SB3's update bit for bit (a test holds the two together), and
 a run without ``--kl-coef`` builds SB3's own ``PPO``.  The reference and the schedule
@@ -113,7 +114,10 @@ class KLPPO(PipelinedRollout):
     def _excluded_save_params(self) -> list[str]:
         return [*super()._excluded_save_params(), "kl_reference", "kl_schedule"]
 
-    def train(self) -> None:
+    def _worker_extras(self) -> dict[str, Any]:
+        return {"kl_reference": self.kl_reference, "kl_schedule": self.kl_schedule}
+
+    def update_now(self) -> None:
         """Update the policy from the rollout buffer: ``PPO.train``'s loop (SB3 2.9.2)."""
         self.policy.set_training_mode(True)
         self._update_learning_rate(self.policy.optimizer)

@@ -132,10 +132,17 @@ def build_model(cfg: TrainConfig, venv: Any) -> Any:
         "MlpPolicy", venv, **ppo_hyperparameters(cfg),
         policy_kwargs=policy_kwargs(cfg.log_std_init, cfg.hidden), seed=cfg.seed, device="cpu", verbose=0,
     )
-    model.pipeline = cfg.pipeline  # type: ignore[attr-defined]
+    configure_loop(model, cfg)
     stamp_model(model, policy_meta(cfg))
     attach_reference(model, cfg)
     return model
+
+
+def configure_loop(model: Any, cfg: TrainConfig) -> None:
+    """How ``model``'s loop runs in this process (``cfg.pipeline``, ``cfg.async_update``):
+    not saved in its checkpoint, so set on every model built or loaded to train."""
+    model.pipeline = cfg.pipeline
+    model.async_update = cfg.async_update
 
 
 def scratch_checkpoint(path: str | Path, seed: int = 0, learn_steps: int = 128,
@@ -145,7 +152,7 @@ def scratch_checkpoint(path: str | Path, seed: int = 0, learn_steps: int = 128,
     the metadata of ``cfg``.  For notebooks, benchmarks and tests."""
 
     cfg = cfg or TrainConfig(n_steps=64, batch_size=32, n_epochs=2)
-    cfg = TrainConfig.from_dict({**cfg.to_dict(), "seed": seed, "n_envs": 1})
+    cfg = TrainConfig.from_dict({**cfg.to_dict(), "seed": seed, "n_envs": 1, "async_update": False})
     model = build_model(cfg, ZeroCostEnv(random_obs=True, input_layout=cfg.input_layout))
     if learn_steps:
         model.learn(learn_steps)
@@ -332,6 +339,7 @@ class _Generations(Closing):
                                           self.member_parent, evals)
             self.member_parent = member.id
         if reset:  # an exploiter starts over from fresh weights: no parent, in both lineages
+            model.close_update_worker()
             self.model = _fresh_weights(cfg, self.envs.venv, gen, model.logger)
             self.parent = self.member_parent = None
         return time.perf_counter() - g0
@@ -359,6 +367,7 @@ class _Generations(Closing):
         }
 
     def close(self) -> None:
+        self.model.close_update_worker()
         self.model.logger.close()
 
 
@@ -407,7 +416,7 @@ def _load_or_build(cfg: TrainConfig, venv: Any, rdir: Path, resume_from: dict[st
         return _fresh_weights(cfg, venv, gen, logger), None, None
     zip_path = generation_paths(rdir, gen)[0]
     model = ppo_class(cfg).load(str(zip_path), env=venv, device="cpu", **ppo_hyperparameters(cfg))
-    model.pipeline = cfg.pipeline  # type: ignore[attr-defined]
+    configure_loop(model, cfg)
     attach_reference(model, cfg)
     model.set_random_seed(cfg.seed + gen + 1)
     stamp_model(model, policy_meta(cfg))

@@ -122,11 +122,64 @@ class RolloutChooser:
 
 class PipelinedRollout(PPO):
     """SB3's PPO whose rollout keeps the game server and the trainer busy at once (the
-    module docstring); everything else — the update, saving, loading — is PPO's."""
+    module docstring), and whose update may run in its own process during the next
+    rollout (:mod:`brawlkit.training.update_worker`); saving and loading are PPO's."""
 
     #: overlap the server's work with the trainer's (``TrainConfig.pipeline``): the
     #: pipelined or the overlapped rollout, whichever is faster; False: SB3's own loop
     pipeline: bool = True
+    #: the update in its own process, overlapped with the next rollout
+    #: (``TrainConfig.async_update``); False: SB3's order, update then rollout
+    async_update: bool = False
+
+    def _excluded_save_params(self) -> list[str]:
+        # how this process runs the loop, not what the checkpoint is
+        return [*super()._excluded_save_params(), "async_update", "_update_worker"]
+
+    def update_now(self) -> None:
+        """PPO's update on the rollout buffer, here and now (SB3's ``train``)."""
+        PPO.train(self)
+
+    def train(self) -> None:
+        """SB3 calls this after every rollout: the update now, or with ``async_update``
+        the previous rollout's update collected and this one's started in the update
+        process (one rollout of policy lag, update_worker.py)."""
+        if not self.async_update:
+            self.update_now()
+            return
+        worker = self.__dict__.get("_update_worker")
+        if worker is None:
+            from brawlkit.training.update_worker import UpdateWorker
+
+            worker = self.__dict__["_update_worker"] = UpdateWorker(self, self._worker_extras())
+        worker.collect(self)
+        worker.submit(self)
+
+    def _worker_extras(self) -> dict[str, Any]:
+        """Attributes the update needs that the zip leaves out (KLPPO: its reference)."""
+        return {}
+
+    def finish_update(self) -> None:
+        """Wait for an update in flight and load it: the model then holds every update."""
+        worker = self.__dict__.get("_update_worker")
+        if worker is not None:
+            worker.collect(self)
+
+    def close_update_worker(self) -> None:
+        """Stop the update process, if one runs (an update in flight is dropped)."""
+        worker = self.__dict__.pop("_update_worker", None)
+        if worker is not None:
+            worker.close()
+
+    def learn(self, *args: Any, **kwargs: Any) -> Any:
+        """SB3's ``learn``; with ``async_update`` it returns once the last update is in."""
+        try:
+            out = super().learn(*args, **kwargs)
+        except BaseException:
+            self.close_update_worker()
+            raise
+        self.finish_update()
+        return out
 
     def _decide(self, obs: np.ndarray) -> _Decision:
         with th.no_grad():
