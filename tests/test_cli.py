@@ -63,6 +63,25 @@ def test_bench_train_json_small() -> None:
                                          abs=6e-4)  # rounded to 3 decimals
 
 
+@pytest.mark.servers
+@pytest.mark.training
+def test_bench_train_headline_measures_both_update_placements() -> None:
+    """The headline through the CLI at a tiny width: the real loop (league Main, KL,
+    evaluation) with the update in its own process, and beside it the same loop and the
+    zero-cost env with the update after the rollout; each ratio is against the zero-cost
+    env run the same way, and no step left the fast lane."""
+    r = brawlkit("bench", "train", "--steps", "1024", "--n-envs", "4", "--n-steps", "128",
+                 "--batch-size", "256", "--n-epochs", "1", "--async-update", "--no-busy", "--json")
+    assert r.returncode == 0, r.stderr
+    res = last_json(r.stdout)
+    assert res["async_update"] is True and res["other_update"]["async_update"] is False
+    for part in (res, res["other_update"]):
+        assert part["real"]["steps"] >= 1024 and part["real"]["eval_matches"] > 0
+        assert part["ratio_vs_zero_cost"] == pytest.approx(
+            part["real"]["steps_per_s"] / part["zero_cost"]["steps_per_s"], abs=6e-4)
+    assert res["lane_fallbacks"] == 0 and "busy_adaptive" not in res
+
+
 def test_parity_json() -> None:
     r = brawlkit("parity", "--states", "500", "--json")
     assert r.returncode == 0, r.stderr

@@ -13,6 +13,10 @@ evaluation).  In the same run, at the same settings:
 * ``update``: PPO's update alone on a full rollout (µs per env step);
 * ``zero_cost``: the same PPO (KL included) on the zero-cost env — the loop's ceiling
   with a free environment; ``ratio_vs_zero_cost`` = real / zero-cost;
+* ``other_update``: the real loop and the zero-cost env again with the update's other
+  placement — in its own process during the next rollout (``async_update``,
+  training/update_worker.py) or after the rollout as SB3 orders it — so one run shows
+  what the overlap buys, each ratio against the zero-cost env run the same way;
 * ``busy``: the real loop again with two CPU-bound processes on the machine, once with
   the server's busy-poll decided as training decides it (adaptive: it backs off when
   preempted) and once with a server that always blocks; ``busy_ratio_vs_blocking`` must
@@ -176,13 +180,20 @@ def run(steps: int = 200_000, busy: bool = True, **overrides: Any) -> dict[str, 
     cfg, kl = recipe_config(steps, **overrides)
     out: dict[str, Any] = {"recipe": RECIPE, "n_envs": cfg.n_envs, "n_steps": cfg.ppo_n_steps(),
                            "batch_size": cfg.ppo_batch_size(), "n_epochs": cfg.n_epochs,
+                           "async_update": cfg.async_update,
                            "kl_coef": kl, "eval_levels": list(cfg.eval_levels),
                            "eval_episodes": cfg.eval_episodes, "cores": os.cpu_count()}
+    other = TrainConfig.from_dict({**cfg.to_dict(), "async_update": not cfg.async_update})
     with tempfile.TemporaryDirectory(prefix="bk_bench_loop_") as td:
         work = Path(td)
         out["real"] = real_loop(cfg, kl, work / "real")
         out["lane"] = lane_alone(cfg, min(steps, 100_000))
         out["zero_cost"] = zero_cost(cfg, kl, steps, work)
+        o_real = real_loop(other, kl, work / "other")
+        o_zero = zero_cost(other, kl, steps, work)
+        out["other_update"] = {
+            "async_update": other.async_update, "real": o_real, "zero_cost": o_zero,
+            "ratio_vs_zero_cost": round(o_real["steps_per_s"] / o_zero["steps_per_s"], 3)}
         if busy:
             with busy_processes(2):
                 out["busy_adaptive"] = real_loop(cfg, kl, work / "busy_adaptive")
@@ -192,7 +203,8 @@ def run(steps: int = 200_000, busy: bool = True, **overrides: Any) -> dict[str, 
     out["steps_per_s"] = real
     out["steps_per_s_with_eval"] = out["real"]["steps_per_s_with_eval"]
     out["ratio_vs_zero_cost"] = round(real / out["zero_cost"]["steps_per_s"], 3)
-    out["lane_fallbacks"] = out["real"]["lane"]["fallbacks"] + out["lane"]["fallbacks"]
+    out["lane_fallbacks"] = (out["real"]["lane"]["fallbacks"] + out["lane"]["fallbacks"]
+                             + out["other_update"]["real"]["lane"]["fallbacks"])
     if busy:
         out["busy_ratio_vs_blocking"] = round(out["busy_adaptive"]["steps_per_s_with_eval"]
                                               / out["busy_blocking"]["steps_per_s_with_eval"], 3)
@@ -203,11 +215,15 @@ def run(steps: int = 200_000, busy: bool = True, **overrides: Any) -> dict[str, 
 
 def format_report(res: dict[str, Any]) -> str:
     """The headline as lines a person reads."""
-    r = res["real"]
+    r, o = res["real"], res["other_update"]
+
+    def placement(async_update: bool) -> str:
+        return "update in its own process" if async_update else "update after the rollout"
+
     lines = [
         f"real training loop ({res['recipe']} recipe: league Main, KL {res['kl_coef']}, "
         f"n_envs {res['n_envs']}, rollout {res['n_steps']}, minibatch {res['batch_size']}, "
-        f"epochs {res['n_epochs']}; {res['cores']} cores)",
+        f"epochs {res['n_epochs']}, {placement(res['async_update'])}; {res['cores']} cores)",
         f"  training           {r['steps_per_s']:10.1f} env steps/s  ({r['steps']} steps in "
         f"{r['train_seconds']} s)",
         f"  with evaluation    {r['steps_per_s_with_eval']:10.1f} env steps/s  ({r['eval_matches']} "
@@ -217,6 +233,8 @@ def format_report(res: dict[str, Any]) -> str:
         f"(update alone {res['zero_cost']['update_us_per_step']} us/step)",
         f"  ratio vs zero-cost {res['ratio_vs_zero_cost']:10.3f}   (target >= 0.8)",
         f"  lane fallbacks     {res['lane_fallbacks']:10d}   (target 0)",
+        f"  {placement(o['async_update'])}: training {o['real']['steps_per_s']:.1f}, zero-cost "
+        f"{o['zero_cost']['steps_per_s']:.1f} env steps/s, ratio {o['ratio_vs_zero_cost']:.3f}",
     ]
     if "busy_ratio_vs_blocking" in res:
         lines += [

@@ -249,6 +249,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n-steps", type=int, default=None, help="headline: rollout length per env")
     ap.add_argument("--batch-size", type=int, default=None, help="headline: PPO minibatch")
     ap.add_argument("--n-epochs", type=int, default=None, help="headline: PPO epochs")
+    ap.add_argument("--async-update", action=argparse.BooleanOptionalAction, default=None,
+                    help="headline: PPO's update in its own process during the next rollout "
+                    "(default: the recipe's); the other placement is measured beside it")
     ap.add_argument("--no-busy", action="store_true",
                     help="headline: skip the runs beside two CPU-bound processes")
     ap.add_argument("--widths", default=None, metavar="LIST",
@@ -299,7 +302,8 @@ def main(argv: list[str] | None = None) -> int:
         from brawlkit.bench import loop
 
         res = loop.run(args.steps or 200_000, busy=not args.no_busy, n_envs=args.n_envs,
-                       n_steps=args.n_steps, batch_size=args.batch_size, n_epochs=args.n_epochs)
+                       n_steps=args.n_steps, batch_size=args.batch_size, n_epochs=args.n_epochs,
+                       async_update=args.async_update)
         print(json.dumps(res) if args.json else loop.format_report(res))
         return 0
     res = run(args.steps or 4096, _ints(args.widths), not args.no_subproc,
