@@ -70,6 +70,7 @@ def test_an_async_run_is_the_documented_schedule(tmp_path: Path,
     for k, req in enumerate(sent):
         assert _equal(req["policy"], weights), f"update {k} did not start from update {k - 1}'s weights"
         update_worker.apply_request(replay, req)
+        lag = update_worker.decouple(replay)
         replay.update_now()
         weights = copy.deepcopy(replay.policy.state_dict())
     assert _equal(model.policy.state_dict(), weights)  # learn() returned with the last update in
@@ -86,6 +87,7 @@ def test_an_async_run_is_the_documented_schedule(tmp_path: Path,
         _, log_prob, _ = behaviour.policy.evaluate_actions(obs, acts)
     assert np.allclose(log_prob.numpy(), buf["log_probs"].reshape(64), atol=1e-5)
     assert model.logger.name_to_value["train/kl_coef"] == 0.5  # the worker's metrics arrive
+    assert model.logger.name_to_value["train/lag_weight"] == lag["train/lag_weight"]
 
 
 def test_seeded_async_runs_are_reproducible(tmp_path: Path) -> None:
@@ -112,3 +114,30 @@ def test_a_failing_update_says_why_and_the_worker_ends(tmp_path: Path) -> None:
     finally:
         worker.close()
     assert worker._proc.poll() is not None  # ended, not left behind
+
+
+def test_decouple_recentres_the_clip_and_weights_each_advantage(tmp_path: Path) -> None:
+    """After :func:`decouple` the buffer's log-probabilities are the starting weights'
+    (the proximal policy) and each advantage carries pi_prox / pi_behaviour, truncated:
+    with the weights that acted it changes nothing."""
+    model = _model(_cfg(tmp_path, async_update=False))
+    model.learn(64)  # a rollout; the update after it moved the weights off the behaviour
+    buf = model.rollout_buffer
+    behaviour = _model(_cfg(tmp_path, async_update=False))
+    model.collect_rollouts(model.env, model._init_callback(None), buf, 64)  # acted by the new weights
+    adv, logp = buf.advantages.copy(), buf.log_probs.copy()
+    update_worker.decouple(model)  # proximal == behaviour
+    assert np.allclose(buf.log_probs, logp, atol=1e-5) and np.allclose(buf.advantages, adv, rtol=1e-4)
+
+    buf.advantages, buf.log_probs = adv.copy(), logp.copy()
+    model.policy.load_state_dict(behaviour.policy.state_dict())  # other weights start the update
+    lag = update_worker.decouple(model, max_weight=1.5)
+    obs = th.as_tensor(buf.observations.reshape(64, -1))
+    with th.no_grad():
+        _, prox, _ = behaviour.policy.evaluate_actions(obs, th.as_tensor(buf.actions.reshape(64, -1)))
+    prox_np = prox.numpy().reshape(buf.log_probs.shape)
+    assert np.allclose(buf.log_probs, prox_np, atol=1e-5)
+    w = np.minimum(np.exp(prox_np - logp), 1.5)
+    assert not np.allclose(w, 1.0)
+    assert np.allclose(buf.advantages, adv * w, rtol=1e-4, atol=1e-6)
+    assert lag["train/lag_weight"] == pytest.approx(float(w.mean()), rel=1e-4)
