@@ -44,7 +44,8 @@ def test_a_pipelined_rollout_records_what_the_envs_did(pipelined: bool) -> None:
     and so for the overlapped serial rollout, which books step t during step t+1."""
     n, steps = 6, 64
     cfg = TrainConfig(n_envs=n, n_steps=steps, batch_size=64, n_epochs=1,
-                      steps_per_generation=n * steps)
+                      steps_per_generation=n * steps,
+                      async_update=False)  # the buffer read below is the one updated here
     with ServerGroup(2 * n) as group, closing(_vec(group, n)) as venv, \
             closing(_vec(group, n)) as replay:
         model = build_model(cfg, venv)

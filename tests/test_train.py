@@ -31,7 +31,7 @@ NON_DEFAULT = {
     "seed": 3, "vec": "subproc", "action_repeat": 3, "input_layout": 1, "reward": "outcome:win=2",
     "ray": "local", "ray_workers": 1,  # the run's envs in a Ray env worker (docs/distributed.md)
     "max_episode_steps": 50, "learning_rate": 1e-4, "n_steps": 64, "batch_size": 32,
-    "pipeline": False, "async_update": True, "n_epochs": 1, "gamma": 0.98, "gae_lambda": 0.9, "clip_range": 0.3,
+    "pipeline": False, "async_update": False, "n_epochs": 1, "gamma": 0.98, "gae_lambda": 0.9, "clip_range": 0.3,
     "ent_coef": 0.01,
     "hidden": (32, 16), "log_std_init": -1.0, "curriculum_k": 5, "curriculum_floor": 0.1,
     # a checkpoint of this config's shape replaces the placeholder where a run needs the file

@@ -51,8 +51,8 @@ from brawlkit.training.ppo import build_model, scratch_checkpoint, train
 from brawlkit.wire.server_process import ServerGroup
 
 #: the recipe whose [train] settings the real loop runs (configs/learn/): the shipped recipe at the
-#: fast trainer's width
-RECIPE = "chosen_wide"
+#: fast trainer's width, its update in its own process during the next rollout
+RECIPE = "chosen_wide_async"
 
 
 def recipe_config(steps: int, seed: int = 0, recipe: str = RECIPE,

@@ -112,10 +112,11 @@ class TrainConfig:
                           "halves of the arenas stepped while the trainer decides the other, "
                           "or each step's bookkeeping while the server steps the next, "
                           "whichever measures faster (training/rollout.py); false: SB3's loop")
-    async_update: bool = _opt(False, "PPO's update runs in its own process while the next "
+    async_update: bool = _opt(True, "PPO's update runs in its own process while the next "
                               "rollout is collected, so both cores work: one rollout of policy "
-                              "lag, the ratio and clip still measured from the policy that "
-                              "acted (training/update_worker.py)")
+                              "lag, each update decoupled (its clip centred on the weights it "
+                              "starts from, training/update_worker.py); false: SB3's order, "
+                              "the update after the rollout")
     # --- PPO (stable-baselines3 names)
     learning_rate: float = _opt(3e-4, "Adam learning rate", aliases=("--lr",))
     n_steps: int = _opt(256, "rollout length per env (shrunk so a generation holds a rollout)")

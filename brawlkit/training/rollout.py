@@ -134,7 +134,7 @@ class PipelinedRollout(PPO):
 
     def _excluded_save_params(self) -> list[str]:
         # how this process runs the loop, not what the checkpoint is
-        return [*super()._excluded_save_params(), "async_update", "_update_worker"]
+        return [*super()._excluded_save_params(), "async_update", "_update_worker", "_rollout_chooser"]
 
     def update_now(self) -> None:
         """PPO's update on the rollout buffer, here and now (SB3's ``train``)."""

@@ -203,7 +203,12 @@ class UpdateWorker:
     def submit(self, model: Any) -> None:
         """Start the update of ``model``'s full rollout buffer from its current state."""
         assert not self.pending, "collect the update in flight first"
-        _send(self._conn, request(model))
+        try:
+            _send(self._conn, request(model))
+        except OSError:  # the worker ended: its reason is waiting in the socket
+            self.pending = True
+            self.collect(model)
+            raise
         self.pending = True
 
     def collect(self, model: Any) -> None:
@@ -213,7 +218,7 @@ class UpdateWorker:
         self.pending = False
         try:
             status, payload = _recv(self._conn)
-        except EOFError:
+        except (EOFError, OSError):
             raise RuntimeError(f"the update process died (exit code {self._proc.poll()}): "
                                "run again with --no-async-update to see the error in the "
                                "trainer") from None
