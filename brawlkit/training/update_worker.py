@@ -190,7 +190,11 @@ class UpdateWorker:
         # a fresh interpreter (no forked torch or thread state) started as a plain
         # subprocess, not multiprocessing's spawn, which would re-run the caller's script
         ours, theirs = socket.socketpair()
-        env = {**os.environ, "OMP_NUM_THREADS": "1"}
+        # the package's root first: a kernel that put it on sys.path itself (Colab, a
+        # notebook run from the checkout) has a child that would not find it otherwise
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": path}
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "brawlkit.training.update_worker", str(theirs.fileno())],
             pass_fds=(theirs.fileno(),), env=env)
