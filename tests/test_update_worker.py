@@ -105,7 +105,7 @@ def test_seeded_async_runs_are_reproducible(tmp_path: Path) -> None:
 def test_a_failing_update_says_why_and_the_worker_ends(tmp_path: Path) -> None:
     model = _model(_cfg(tmp_path, async_update=False))
     model.learn(64)
-    worker = update_worker.UpdateWorker(model, model._worker_extras())
+    worker = update_worker.UpdateWorker()
     try:
         model.rollout_buffer.observations = np.zeros((3, 1, 2), np.float32)  # not the policy's shape
         worker.submit(model)
@@ -141,3 +141,16 @@ def test_decouple_recentres_the_clip_and_weights_each_advantage(tmp_path: Path) 
     assert not np.allclose(w, 1.0)
     assert np.allclose(buf.advantages, adv * w, rtol=1e-4, atol=1e-6)
     assert lag["train/lag_weight"] == pytest.approx(float(w.mean()), rel=1e-4)
+
+
+def test_a_worker_closed_unused_or_orphaned_ends_quietly(capfd: pytest.CaptureFixture[str]) -> None:
+    """Started early (before the model has a rollout) and closed without an update, or
+    left when its trainer dies: the process ends by itself, with nothing on stderr."""
+    worker = update_worker.UpdateWorker()
+    worker.close()
+    assert worker._proc.wait(10) == 0
+    orphan = update_worker.UpdateWorker()
+    orphan._conn.close()  # what a killed trainer leaves: the socket's other end closed
+    assert orphan._proc.wait(10) == 0
+    orphan.close()
+    assert "Traceback" not in capfd.readouterr().err

@@ -114,7 +114,7 @@ class KLPPO(PipelinedRollout):
     def _excluded_save_params(self) -> list[str]:
         return [*super()._excluded_save_params(), "kl_reference", "kl_schedule"]
 
-    def _worker_extras(self) -> dict[str, Any]:
+    def worker_extras(self) -> dict[str, Any]:
         return {"kl_reference": self.kl_reference, "kl_schedule": self.kl_schedule}
 
     def update_now(self) -> None:

@@ -143,6 +143,8 @@ def configure_loop(model: Any, cfg: TrainConfig) -> None:
     not saved in its checkpoint, so set on every model built or loaded to train."""
     model.pipeline = cfg.pipeline
     model.async_update = cfg.async_update
+    if cfg.async_update:
+        model.start_update_worker()
 
 
 def scratch_checkpoint(path: str | Path, seed: int = 0, learn_steps: int = 128,

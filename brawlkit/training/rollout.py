@@ -147,15 +147,23 @@ class PipelinedRollout(PPO):
         if not self.async_update:
             self.update_now()
             return
+        worker = self.start_update_worker()
+        worker.collect(self)
+        worker.submit(self)
+
+    def start_update_worker(self) -> Any:
+        """The update process, started now if it is not running: ``train`` (the function
+        that builds a model to train, ``configure_loop``) starts it early, so its boot —
+        importing torch and SB3, about a second — overlaps the envs' start and the first
+        rollout instead of delaying the first update."""
         worker = self.__dict__.get("_update_worker")
         if worker is None:
             from brawlkit.training.update_worker import UpdateWorker
 
-            worker = self.__dict__["_update_worker"] = UpdateWorker(self, self._worker_extras())
-        worker.collect(self)
-        worker.submit(self)
+            worker = self.__dict__["_update_worker"] = UpdateWorker()
+        return worker
 
-    def _worker_extras(self) -> dict[str, Any]:
+    def worker_extras(self) -> dict[str, Any]:
         """Attributes the update needs that the zip leaves out (KLPPO: its reference)."""
         return {}
 

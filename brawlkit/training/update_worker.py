@@ -37,6 +37,7 @@ arrive with the update's result and are logged one row later than SB3 logs them.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import pickle
@@ -154,12 +155,19 @@ def _serve(conn: Any) -> None:
     """The worker process: a copy of the model (the first message: its class, its zip,
     ``extras`` to set on it — the KL reference and schedule, which the zip leaves out),
     then one update per request until ``None``.  An exception goes back as its traceback
-    and ends the worker."""
+    and ends the worker; a trainer that is gone ends it quietly."""
+    # the imports first: they are most of the boot, done while the trainer starts its
+    # envs and runs its first rollout
     from stable_baselines3.common.logger import Logger
+
+    import brawlkit.training.kl  # noqa: F401  (the classes the first message names)
 
     th.set_num_threads(1)
     try:
-        cls, saved, extras = _recv(conn)
+        first = _recv(conn)
+        if first is None:  # closed before it had a model to update
+            return
+        cls, saved, extras = first
         model = cls.load(io.BytesIO(saved), device="cpu")
         for k, v in extras.items():
             setattr(model, k, v)
@@ -174,19 +182,22 @@ def _serve(conn: Any) -> None:
             for key, value in lag.items():
                 model.logger.record(key, value)
             _send(conn, ("ok", result(model)))
+    except (EOFError, ConnectionResetError):  # the trainer ended (or was killed): nothing to tell
+        pass
     except BaseException:  # noqa: BLE001  (the trainer raises it with the worker's traceback)
-        _send(conn, ("error", traceback.format_exc()))
+        with contextlib.suppress(OSError):
+            _send(conn, ("error", traceback.format_exc()))
     finally:
         conn.close()
 
 
 class UpdateWorker:
     """The update process of one model: :meth:`submit` a full buffer, :meth:`collect` the
-    result later; one update in flight at a time."""
+    result later; one update in flight at a time.  The process starts when this is made
+    (so its boot overlaps whatever the trainer does next); the model it updates is sent
+    with the first :meth:`submit`."""
 
-    def __init__(self, model: Any, extras: dict[str, Any]) -> None:
-        saved = io.BytesIO()
-        model.save(saved)
+    def __init__(self) -> None:
         # a fresh interpreter (no forked torch or thread state) started as a plain
         # subprocess, not multiprocessing's spawn, which would re-run the caller's script
         ours, theirs = socket.socketpair()
@@ -200,14 +211,23 @@ class UpdateWorker:
             pass_fds=(theirs.fileno(),), env=env)
         theirs.close()
         self._conn = Connection(ours.detach())
-        _send(self._conn, (type(model), saved.getvalue(), extras))
+        self._model_sent = False
         self.pending = False
         self._finalizer = weakref.finalize(self, _stop, self._conn, self._proc)
+
+    def _send_model(self, model: Any) -> None:
+        """The first message: what the worker's copy of ``model`` is built from."""
+        saved = io.BytesIO()
+        model.save(saved)
+        _send(self._conn, (type(model), saved.getvalue(), model.worker_extras()))
+        self._model_sent = True
 
     def submit(self, model: Any) -> None:
         """Start the update of ``model``'s full rollout buffer from its current state."""
         assert not self.pending, "collect the update in flight first"
         try:
+            if not self._model_sent:
+                self._send_model(model)
             _send(self._conn, request(model))
         except OSError:  # the worker ended: its reason is waiting in the socket
             self.pending = True
