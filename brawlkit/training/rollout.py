@@ -152,10 +152,10 @@ class PipelinedRollout(PPO):
         worker.submit(self)
 
     def start_update_worker(self) -> Any:
-        """The update process, started now if it is not running: ``train`` (the function
-        that builds a model to train, ``configure_loop``) starts it early, so its boot —
-        importing torch and SB3, about a second — overlaps the envs' start and the first
-        rollout instead of delaying the first update."""
+        """The update process, started now if it is not running.  ``configure_loop``
+        (training/ppo.py: every model built or loaded to train) starts it early, so its
+        boot — importing torch and SB3, about a second — overlaps the envs' start and the
+        first rollout instead of delaying the first update."""
         worker = self.__dict__.get("_update_worker")
         if worker is None:
             from brawlkit.training.update_worker import UpdateWorker
