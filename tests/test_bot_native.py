@@ -136,6 +136,55 @@ def test_c_bot_and_python_policy_play_the_same_match(bot_bin, server_factory, tm
     assert c_winner == py_winner and c_ticks == py_ticks
 
 
+def test_sampled_blob_plays_the_same_match_in_c_and_python(bot_bin, server_factory, tmp_path):
+    """What ships can be the sampled policy (``export --sampled``, a version-3 blob):
+    brawlpit_bot draws match k's noise from a stream seeded S + k, and Python playing the
+    same blob with ``NoiseStream(S)`` in BrawlpitEnv, lockstep against the same CPU and
+    match seed, plays the same match step for step.  ``--deterministic`` plays its mean."""
+    from brawlkit.env import BrawlpitEnv
+    from brawlkit.export.actor import NoiseStream
+
+    large_weight_checkpoint(tmp_path / "ppo.zip", seed=12)
+    export_checkpoint(tmp_path / "ppo.zip", tmp_path / "s.bpw", compress="shuffle", sampled=True)
+    pol = NumpyPolicy(tmp_path / "s.bpw")
+    assert pol.noise_std is not None
+    seed, level = 33, 3
+    env = BrawlpitEnv(mode="lockstep", action_repeat=pol.meta.action_repeat,
+                      input_layout=pol.meta.input_layout, opponent=f"cpu:{level}")
+    noise, py_steps = NoiseStream(seed), []
+    try:
+        obs, _ = env.reset(seed=seed)
+        while True:
+            a = pol.sample(obs[None], noise)[0]
+            py_steps.append((env.last_snapshot.tick, *decode_action(a)))
+            obs, _, term, trunc, _ = env.step(a)
+            if term or trunc:
+                break
+        py_end = (env.last_snapshot.winner, env.last_snapshot.tick)
+    finally:
+        env.close()
+    winner, ticks, err = run_bot(bot_bin, server_factory, tmp_path / "s.bpw",
+                                 tmp_path / "trace.txt", seed=seed, level=level)
+    assert "bpw v3" in err and "sampled" in err, err
+    rows = np.loadtxt(tmp_path / "trace.txt", ndmin=2)
+    c_steps = [(int(r[1]), float(r[2]), float(r[3]), int(r[4])) for r in rows]
+    same = sum(1 for p, c in zip(py_steps, c_steps, strict=False)
+               if p[0] == c[0] and p[3] == c[3] and abs(p[1] - c[1]) <= 1e-5
+               and abs(p[2] - c[2]) <= 1e-5)
+    assert same / max(len(py_steps), len(c_steps)) >= 0.99, (same, len(py_steps), len(c_steps))
+    assert (winner, ticks) == py_end
+    # the noise is real: the mean alone would have pressed differently
+    mean_buttons = [decode_action(a)[2] for a in pol.act(rows[:, 5:].astype(np.float32))]
+    assert np.mean([b != int(r[4]) for b, r in zip(mean_buttons, rows, strict=True)]) > 0.05
+    # --deterministic: the same blob plays its mean
+    _, _, err = run_bot(bot_bin, server_factory, tmp_path / "s.bpw", tmp_path / "det.txt",
+                        seed, level, "--deterministic")
+    assert "deterministic" in err, err
+    det = np.loadtxt(tmp_path / "det.txt", ndmin=2)
+    acts = [decode_action(a)[2] for a in pol.act(det[:, 5:].astype(np.float32))]
+    assert np.mean([b == int(r[4]) for b, r in zip(acts, det, strict=True)]) >= 0.99
+
+
 def _constant_blob(stick_x: float) -> bytes:
     """A valid 31-64-64-6 blob whose output is the constant (stick_x, 0, no buttons)."""
     z = np.zeros

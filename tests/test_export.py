@@ -120,7 +120,7 @@ def _mut(raw: bytes, off: int, val: int) -> bytes:
     "mutate, message",
     [
         (lambda r: b"BPW2" + r[4:], "unknown blob magic"),
-        (lambda r: _mut(r, 4, 3), "unknown version 3"),
+        (lambda r: _mut(r, 4, 4), "unknown version 4"),
         (lambda r: _mut(r, 8, 0), "n_layers 0"),
         (lambda r: _mut(r, 8, 17), "n_layers 17"),
         (lambda r: _mut(r, 12, 30), "layer 0 in=31 != obs_dim=30"),
@@ -241,3 +241,109 @@ def test_export_cli_writes_a_blob_the_c_loader_accepts(ckpt, tmp_path, policy_to
     r = run_cli("export", str(bad), "-o", str(tmp_path / "x.bpw"))
     assert r.returncode != 0 and "not_a_checkpoint.zip" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+# ----------------------------------------------------------------- the sampled policy (v3)
+
+
+def test_sampled_blob_is_version_3_with_its_noise_section():
+    layers = small_layers()
+    std = np.array([0.5, 0.25, 1.0, 2.0, 0.125, 3.0], np.float32)
+    raw = ex.pack_bpw(layers, ex.PolicyMeta(action_repeat=3), noise_std=std)
+    det = ex.pack_bpw(layers, ex.PolicyMeta(action_repeat=3))
+    assert struct.unpack_from("<I", raw, 4)[0] == 3 and struct.unpack_from("<I", det, 4)[0] == 2
+    # v3 = the v2 bytes with version 3, then u32 kind 1 and act_dim float32 stds
+    assert raw[8:len(det)] == det[8:] and len(raw) == len(det) + 4 + 4 * 6
+    assert raw[len(det):] == struct.pack("<I", 1) + std.astype("<f4").tobytes()
+    back = ex.parse_bpw(raw)
+    assert back.version == 3 and np.array_equal(back.noise_std, std)
+    assert ex.parse_bpw(det).noise_std is None
+    for enc in ("lz4", "shuffle"):
+        assert np.array_equal(ex.read_bpw(ex.encode_blob(raw, enc)).noise_std, std)
+
+
+@pytest.mark.parametrize("mutate,msg", [
+    (lambda r: r[:-4], "truncated noise section"),
+    (lambda r: r[:-28], "truncated noise section"),
+    (lambda r: r + b"\0\0\0\0", "trailing data"),
+    (lambda r: r[:-28] + struct.pack("<I", 2) + r[-24:], "unknown noise kind 2"),
+    (lambda r: r[:-4] + struct.pack("<f", 0.0), r"noise std\[5\] = 0.0 outside"),
+    (lambda r: r[:-4] + struct.pack("<f", -1.0), r"noise std\[5\] = -1.0 outside"),
+    (lambda r: r[:-4] + struct.pack("<f", float("nan")), r"noise std\[5\]"),
+    (lambda r: r[:-4] + struct.pack("<f", 101.0), r"noise std\[5\] = 101.0 outside \(0, 100\]"),
+    (lambda r: r[:4] + struct.pack("<I", 2) + r[8:], "trailing data"),  # a v3 body read as v2
+])
+def test_a_bad_noise_section_is_refused_naming_it(mutate, msg):
+    raw = ex.pack_bpw(small_layers(), noise_std=np.full(6, 0.5))
+    with pytest.raises(ValueError, match=msg):
+        ex.parse_bpw(mutate(raw))
+    det = ex.pack_bpw(small_layers())
+    with pytest.raises(ValueError, match="truncated noise section"):  # a v2 body read as v3
+        ex.parse_bpw(det[:4] + struct.pack("<I", 3) + det[8:])
+    with pytest.raises(ValueError, match="version 2 cannot carry noise"):
+        ex.pack_bpw(small_layers(), noise_std=np.full(6, 0.5), version=2)
+    with pytest.raises(ValueError, match="shape"):
+        ex.pack_bpw(small_layers(), noise_std=np.full(5, 0.5))
+
+
+def test_noise_stream_is_the_documented_rule():
+    """splitmix64 + Box-Muller, written out here in plain Python integers: the batched
+    numpy stream draws exactly these numbers, in this order, however it is split."""
+    import math
+
+    from brawlkit.export.actor import NoiseStream
+
+    def splitmix(state):
+        state = (state + 0x9E3779B97F4A7C15) & (2**64 - 1)
+        z = state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & (2**64 - 1)
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & (2**64 - 1)
+        return state, z ^ (z >> 31)
+
+    state, ref = 2**64 - 5, []  # wraps around
+    for _ in range(3 * 4):  # 4 decisions of act_dim 5: 3 pairs each, the last sine dropped
+        state, x1 = splitmix(state)
+        state, x2 = splitmix(state)
+        u1, u2 = ((x1 >> 11) + 0.5) * 2.0**-53, ((x2 >> 11) + 0.5) * 2.0**-53
+        r = math.sqrt(-2.0 * math.log(u1))
+        ref += [r * math.cos(2.0 * math.pi * u2), r * math.sin(2.0 * math.pi * u2)]
+    ref = np.array(ref, np.float32).reshape(4, 6)[:, :5]
+    s = NoiseStream(2**64 - 5)
+    got = np.concatenate([s.normals(1, 5), s.normals(3, 5)])
+    assert np.allclose(got, ref, rtol=0, atol=1e-6), np.abs(got - ref).max()
+    z = NoiseStream(7).normals(50_000, 6)
+    assert abs(float(z.mean())) < 0.01 and abs(float(z.std()) - 1) < 0.01
+
+
+def test_export_sampled_plays_the_policy_sb3_trains(ckpt, tmp_path):
+    """``export --sampled``: the blob carries exp(log_std) (times --noise-scale); its
+    sampled actions are the mean plus that noise, clipped, the evaluation's own
+    SampledPolicy draws the same actions, and the deterministic export is unchanged."""
+    from brawlkit.export.actor import NoiseStream
+    from brawlkit.training.evaluate import SampledPolicy
+
+    path, model = ckpt
+    r = run_cli("export", str(path), "-o", str(tmp_path / "s.bpw"), "--sampled", "--noise-scale",
+                "0.5", "--json")
+    assert r.returncode == 0, r.stderr
+    from helpers import last_json
+
+    summary = last_json(r.stdout)
+    std = np.exp(model.policy.log_std.detach().numpy()).astype(np.float32) * np.float32(0.5)
+    assert summary["version"] == 3 and np.allclose(summary["noise_std"], std)
+    assert "sampled, std" in r.stdout
+    pol = NumpyPolicy(tmp_path / "s.bpw")
+    obs = random_obs(500, 79, seed=3)
+    z = NoiseStream(11).normals(500, 6)
+    assert np.allclose(pol.noise_std, std, rtol=1e-6)
+    want = np.clip(pol.forward(obs) + pol.noise_std * z, -1, 1)
+    assert np.array_equal(pol.sample(obs, NoiseStream(11)), want)
+    sp = SampledPolicy.from_sb3(model.policy, checkpoint_meta(path), seed=11)
+    full = np.exp(model.policy.log_std.detach().numpy()).astype(np.float32)
+    assert np.allclose(sp(obs), np.clip(pol.forward(obs) + full * z, -1, 1), atol=1e-6)
+    assert export_checkpoint(path, tmp_path / "d.bpw")["version"] == 2
+    with pytest.raises(ValueError, match="deterministic policy .* --sampled"):
+        NumpyPolicy(tmp_path / "d.bpw").sample(obs, NoiseStream(0))
+    r = run_cli("export", str(path), "-o", str(tmp_path / "x.bpw"), "--sampled",
+                "--noise-scale", "0")
+    assert r.returncode == 1 and "--noise-scale must be > 0" in r.stderr

@@ -3,6 +3,8 @@
 - parity: C forward vs the torch actor mean on 10,000 observations, max abs diff <= 1e-5
   (the numpy forward too), for raw, LZ4 and shuffled blobs of the same weights;
 - action decoding: C ``bp_action_decode`` == ``brawlkit.env.actions.decode_action``;
+- sampling: a version-3 blob's sampled actions, C ``bp_policy_sample`` against
+  ``NumpyPolicy.sample`` with the same ``NoiseStream`` seed, on 10,000 observations;
 - the blob's training metadata (v2) as the C loader reports it, and v1 blobs;
 - fuzz: 10,000 corrupted / truncated / wrong-version / bit-flipped / size-lied blobs
   (raw, LZ4, shuffled) streamed into ONE process of the AddressSanitizer+UBSan build;
@@ -119,6 +121,44 @@ def test_c_decode_matches_python(tools, tmp_path):
         assert (np.float32(sx), np.float32(sy), int(b)) == decode_action(row), row
 
 
+def test_c_sampling_matches_python(tools, ckpt, tmp_path):
+    """A sampled blob (version 3): C's ``bp_policy_sample`` and ``NumpyPolicy.sample`` draw
+    the same noise from the same seed (the sampling rule of docs/bpw.md), so the sampled
+    actions agree within the forward pass's bound and every button decodes the same
+    (but where the mean sits within that bound of 0); ``info`` reports the noise."""
+    from brawlkit.export.actor import NoiseStream
+
+    exe, _ = tools
+    _, model, raw = ckpt
+    std = np.array([0.05, 0.3, 0.6, 1.0, 1.5, 2.5], np.float32)
+    blob = tmp_path / "s.bpw"
+    blob.write_bytes(ex.compress_shuffled(ex.pack_bpw(ex.parse_bpw(raw).layers,
+                                                      ex.parse_bpw(raw).meta, noise_std=std)))
+    obs = np.random.default_rng(5).uniform(-1, 1, (10_000, 79)).astype(np.float32)
+    (tmp_path / "obs.f32").write_bytes(obs.astype("<f4").tobytes())
+    seed = 2**63 + 12345
+    subprocess.run([str(exe), "forward", "--sample", str(seed), str(blob), str(tmp_path / "obs.f32"),
+                    str(tmp_path / "out.f32")], check=True)
+    c = np.fromfile(tmp_path / "out.f32", dtype="<f4").reshape(len(obs), 6)
+    pol = NumpyPolicy(blob)
+    py = pol.sample(obs, NoiseStream(seed))
+    assert np.abs(c - py).max() <= 1e-5, np.abs(c - py).max()
+    mean = pol.forward(obs)
+    assert np.abs(c - np.clip(mean, -1, 1)).max() > 0.5  # the noise is there
+    near = np.abs(py) <= 1e-5
+    assert ((c > 0) == (py > 0))[~near].all()
+    r = subprocess.run([str(exe), "info", str(blob)], capture_output=True, text=True)
+    lines = r.stdout.splitlines()
+    assert "version 3" in lines and "noise gaussian" in lines, r.stdout
+    got = next(ln for ln in lines if ln.startswith("noise_std ")).split()[1:]
+    assert np.array_equal(np.array(got, np.float32), std)
+    (tmp_path / "det.bpw").write_bytes(raw)
+    r = subprocess.run([str(exe), "forward", "--sample", "1", str(tmp_path / "det.bpw"),
+                        str(tmp_path / "obs.f32"), str(tmp_path / "o2.f32")],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "needs a version-3 blob" in r.stderr
+
+
 def test_check_cli_messages(tools, ckpt, tmp_path):
     exe, _ = tools
     _, _, raw = ckpt
@@ -169,6 +209,8 @@ def _small_raw(rng) -> bytes:
     if rng.integers(0, 4) == 0:  # a quarter of the corpus in the old format
         return ex.pack_bpw(layers, version=1)
     meta = ex.PolicyMeta(int(rng.integers(1, 65)), 1, ["", "tiered", "llm_fighting"][int(rng.integers(0, 3))])
+    if rng.integers(0, 3) == 0:  # a third of the rest sampled policies (version 3)
+        return ex.pack_bpw(layers, meta, noise_std=rng.uniform(0.01, 3.0, 6))
     return ex.pack_bpw(layers, meta)
 
 
@@ -202,7 +244,7 @@ def _mutate(rng, raw: bytes) -> tuple[bytes, str, bool]:
         r2 = raw[:off] + struct.pack("<I", val & 0xFFFFFFFF) + raw[off + 4:]
         return ex.encode_blob(r2, enc), f"{enc}/lie", True
     if kind == 4:  # wrong version (of the blob or of the BPWS wrapper)
-        v = int(rng.choice([0, 3, 4, 255, 0xFFFFFFFF]))
+        v = int(rng.choice([0, 4, 5, 255, 0xFFFFFFFF]))
         if enc == "shuffle" and rng.integers(0, 2):
             blob[4:8] = struct.pack("<I", v)
             return bytes(blob), "shuffle/wrapver", True

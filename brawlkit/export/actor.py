@@ -7,6 +7,9 @@ numpy forward, and what a checkpoint says about how it was trained.
 * The actor mean (what deterministic play and the native bot run) is computed
   three ways that must agree: :func:`torch_actor_mean` (SB3's own modules),
   :class:`NumpyPolicy` (the blob in numpy) and ``bp_policy_forward`` in C.
+* The sampled policy (a version-3 blob: the mean plus Gaussian noise of the std PPO
+  trained) draws its noise from :class:`NoiseStream`, the sampling rule of docs/bpw.md
+  that ``bp_noise_*`` in C follows draw for draw.
 * A checkpoint zip made by brawlkit carries a ``brawlkit`` entry in SB3's saved
   data (:data:`CHECKPOINT_KEY`): action repeat, policy input layout and reward
   preset.  :func:`checkpoint_meta` reads it without loading torch.
@@ -18,6 +21,7 @@ functions that need them.
 from __future__ import annotations
 
 import json
+import math
 import sys
 import zipfile
 import zlib
@@ -187,6 +191,52 @@ def _meta_of(entry: Any, zip_path: str | Path) -> PolicyMeta:
     return meta
 
 
+# ----------------------------------------------------------------- sampling rule
+
+#: splitmix64's increment and mixing constants (Steele, Lea & Flood 2014), and the
+#: double 2*pi the Box-Muller angle uses: one rule, written once per language
+SPLITMIX_GAMMA = np.uint64(0x9E3779B97F4A7C15)
+_MIX1, _MIX2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+TWO_PI = 2.0 * math.pi
+
+
+class NoiseStream:
+    """Standard normals by the ``.bpw`` sampling rule (docs/bpw.md, "Sampling").
+
+    Why a rule of our own rather than numpy's generator: the sampled policy that ships
+    is played by ``brawlpit_bot`` in C, and a test replays the bot's decisions here, so
+    both must draw the same numbers.  splitmix64 (a 64-bit counter through a mixer) gives
+    uniforms ``u = ((x >> 11) + 0.5) * 2**-53`` in (0, 1); each pair (u1, u2) gives two
+    normals by Box-Muller, ``r = sqrt(-2 ln u1)``, ``r cos(2 pi u2)`` and ``r sin(2 pi u2)``
+    (float64, then float32).  A decision of ``act_dim`` actions uses ``ceil(act_dim/2)``
+    pairs, the last sine dropped when ``act_dim`` is odd; rows draw one after another.
+    The counter makes the n-th draw ``mix(seed + n*gamma)``, so a batch is one numpy
+    expression, not a Python loop.
+    """
+
+    def __init__(self, seed: int = 0) -> None:
+        self.state = np.uint64(int(seed) & 0xFFFF_FFFF_FFFF_FFFF)
+
+    def uniforms(self, n: int) -> np.ndarray:
+        """The next ``n`` uniforms in (0, 1), float64."""
+        x = self.state + SPLITMIX_GAMMA * np.arange(1, n + 1, dtype=np.uint64)
+        if n:
+            self.state = x[-1]
+        x = (x ^ (x >> np.uint64(30))) * _MIX1
+        x = (x ^ (x >> np.uint64(27))) * _MIX2
+        x = x ^ (x >> np.uint64(31))
+        return ((x >> np.uint64(11)).astype(np.float64) + 0.5) * (2.0 ** -53)
+
+    def normals(self, rows: int, dim: int) -> np.ndarray:
+        """(rows, dim) standard normals, float32: one decision per row."""
+        pairs = (dim + 1) // 2
+        u = self.uniforms(2 * rows * pairs).reshape(rows * pairs, 2)
+        r = np.sqrt(-2.0 * np.log(u[:, 0]))
+        ang = TWO_PI * u[:, 1]
+        z = np.stack([r * np.cos(ang), r * np.sin(ang)], axis=1)
+        return z.reshape(rows, 2 * pairs)[:, :dim].astype(np.float32)
+
+
 # ----------------------------------------------------------------- numpy forward
 
 
@@ -196,6 +246,8 @@ class NumpyPolicy:
     ``source`` is a path, the blob bytes (any encoding) or a parsed :class:`Bpw`.
     ``forward`` returns the Gaussian mean (unclipped); ``act`` / ``__call__`` clip it
     to [-1, 1] (deterministic play).  Both accept (obs_dim,) or (N, obs_dim).
+    ``sample`` adds the blob's noise (``noise_std``: a version-3 blob) from a
+    :class:`NoiseStream`, then clips: the sampled policy, as ``brawlpit_bot`` plays it.
     ``meta`` says how the policy was trained (action repeat, input layout).
     """
 
@@ -212,11 +264,15 @@ class NumpyPolicy:
         self._wt = [np.ascontiguousarray(lay.weight.T) for lay in self.bpw.layers]
         self._b = [lay.bias for lay in self.bpw.layers]
         self._act = [lay.activation for lay in self.bpw.layers]
+        self.noise_std = self.bpw.noise_std
 
     @classmethod
-    def from_sb3(cls, policy: Any, meta: PolicyMeta | None = None) -> NumpyPolicy:
-        """The exporter's own path: SB3 policy -> blob -> numpy (what the C bot would play)."""
-        return cls(pack_bpw(actor_layers(policy), meta))
+    def from_sb3(cls, policy: Any, meta: PolicyMeta | None = None,
+                 sampled: bool = False, noise_scale: float = 1.0) -> NumpyPolicy:
+        """The exporter's own path: SB3 policy -> blob -> numpy (what the C bot would play).
+        ``sampled``: carry the policy's Gaussian std (times ``noise_scale``)."""
+        return cls(pack_bpw(actor_layers(policy), meta,
+                            noise_std=policy_std(policy) * noise_scale if sampled else None))
 
     def forward(self, obs: np.ndarray) -> np.ndarray:
         x = np.asarray(obs, dtype=np.float32)
@@ -231,5 +287,21 @@ class NumpyPolicy:
     def act(self, obs: np.ndarray) -> np.ndarray:
         return np.clip(self.forward(obs), -1.0, 1.0).astype(np.float32)
 
+    def sample(self, obs: np.ndarray, noise: NoiseStream) -> np.ndarray:
+        """The sampled action: ``clip(mean + std * z, -1, 1)`` in float32, ``z`` the next
+        normals of ``noise`` (one row per observation, in order)."""
+        if self.noise_std is None:
+            raise ValueError("this .bpw is the deterministic policy (version 2, no noise "
+                             "section): export it with --sampled to play it sampled")
+        mu = self.forward(obs)
+        z = noise.normals(int(np.prod(mu.shape[:-1], dtype=np.int64)), self.act_dim)
+        return np.clip(mu + self.noise_std * z.reshape(mu.shape), -1.0, 1.0).astype(np.float32)
+
     def __call__(self, obs: np.ndarray) -> np.ndarray:
         return self.act(obs)
+
+
+def policy_std(policy: Any) -> np.ndarray:
+    """The state-independent Gaussian std of an SB3 policy, float32 (``exp(log_std)``)."""
+    log_std = policy.log_std.detach().cpu().numpy()
+    return np.exp(np.asarray(log_std, np.float64)).astype(np.float32)

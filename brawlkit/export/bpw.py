@@ -16,9 +16,17 @@ order)::
     payload      per layer: weight out x in float32 row-major (PyTorch's own layout,
                  no transpose), then bias out float32
 
+Version 3 is version 2 plus a **noise section** after the payload: u32 noise kind
+(1 = diagonal Gaussian) and ``act_dim`` float32 standard deviations, each finite and in
+(0, 100].  A blob that carries it is the *sampled* policy: the player adds that noise to
+the mean by the sampling rule of docs/bpw.md ("Sampling": splitmix64 + Box-Muller, the
+same stream in C and in :class:`brawlkit.export.actor.NoiseStream`).  The exporter
+writes version 2 for the deterministic policy and 3 only when it carries noise, so a
+deterministic blob still loads in every older player.
 Version 1 has the 20-byte header without the last three fields; it still loads,
 read as action repeat 4, input layout 1 (the 31-value observation), reward unknown.
-The file length must equal ``header + 12*n_layers + 4*sum(out*in + out)`` exactly.
+The file length must equal ``header + 12*n_layers + 4*sum(out*in + out)`` exactly
+(v3: plus ``4 + 4*act_dim``).
 Loader limits (same in C): 1 <= n_layers <= 16, 1 <= every dim <= 4096,
 raw size <= 16 MiB, every weight and bias finite, 1 <= action_repeat <= 64,
 1 <= input_layout <= 2**31 - 1.
@@ -69,7 +77,9 @@ MAGIC = b"BPW1"
 SHUFFLE_MAGIC = b"BPWS"
 LZ4_FRAME_MAGIC = b"\x04\x22\x4d\x18"  # 0x184D2204 little-endian
 VERSION = int(C.BP_BPW_VERSION)
-VERSIONS = (1, 2)
+VERSIONS = (1, 2, 3)
+#: the version of a blob without noise (what every player since version 2 reads)
+DETERMINISTIC_VERSION = 2
 SHUFFLE_VERSION = 1
 ACT_NONE = 0
 ACT_TANH = 1
@@ -81,7 +91,10 @@ REWARD_BYTES = int(C.BP_BPW_REWARD_LEN)
 #: the C loader keeps the layout in an int
 MAX_INPUT_LAYOUT = 0x7FFFFFFF
 #: header bytes by version (v2 adds action_repeat, input_layout, reward[16])
-HEADER_BYTES = {1: 20, 2: 28 + REWARD_BYTES}
+HEADER_BYTES = {1: 20, 2: 28 + REWARD_BYTES, 3: 28 + REWARD_BYTES}
+#: the v3 noise section: u32 kind, then act_dim float32 stds
+NOISE_GAUSSIAN = int(C.BP_BPW_NOISE_GAUSSIAN)
+MAX_NOISE_STD = float(C.BP_BPW_MAX_NOISE_STD)
 LAYER_ENTRY_BYTES = 12
 #: what a version-1 blob is read as (it predates the fields)
 V1_ACTION_REPEAT = int(C.BP_BPW_DEFAULT_REPEAT)
@@ -142,6 +155,8 @@ class Bpw:
     act_dim: int
     layers: tuple[Layer, ...]
     meta: PolicyMeta = PolicyMeta()
+    #: the sampled policy's per-action std (float32, ``act_dim``), or None: deterministic
+    noise_std: np.ndarray | None = None
 
     def table(self) -> list[dict[str, Any]]:
         """The layer table as rows (for notebooks / the CLI)."""
@@ -180,28 +195,52 @@ def _check_layers(layers: Sequence[Layer]) -> None:
         prev_out = int(w.shape[0])
 
 
-def pack_bpw(layers: Sequence[Layer], meta: PolicyMeta | None = None, version: int = VERSION) -> bytes:
+def check_noise_std(std: Any, act_dim: int) -> np.ndarray:
+    """The sampled policy's std as float32 ``(act_dim,)``; ``ValueError`` naming the bad value."""
+    a = np.asarray(std, dtype=np.float32)
+    if a.shape != (act_dim,):
+        raise ValueError(f"bpw: noise std has shape {a.shape}, the actor has act_dim {act_dim}")
+    bad = ~(np.isfinite(a) & (a > 0) & (a <= MAX_NOISE_STD))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"bpw: noise std[{i}] = {float(a[i])!r} outside (0, {MAX_NOISE_STD:g}]")
+    return a
+
+
+def pack_bpw(layers: Sequence[Layer], meta: PolicyMeta | None = None, version: int | None = None,
+             noise_std: Any = None) -> bytes:
     """Serialise ``layers`` (and how they were trained) as a raw blob, explicit little-endian.
 
+    ``noise_std`` (per-action Gaussian std) makes it the sampled policy, version 3;
+    without it the blob is the deterministic policy, version 2 (``version`` None picks).
     ``version=1`` writes the old 20-byte header (compatibility tests only; it
     cannot carry ``meta``, so ``meta`` must then be the version-1 defaults).
     """
     meta = meta or PolicyMeta()
     _check_layers(layers)
     meta.validate()
+    std = None if noise_std is None else check_noise_std(noise_std, layers[-1].n_out)
+    if version is None:
+        version = DETERMINISTIC_VERSION if std is None else VERSION
+    if (std is not None) != (version == 3):
+        raise ValueError(f"bpw: version {version} " + ("cannot carry noise (only version 3 does)"
+                         if std is not None else "needs a noise std (version 3 is the sampled "
+                         "policy; write version 2 for the deterministic one)"))
     head = struct.pack("<IIII", version, len(layers), layers[0].n_in, layers[-1].n_out)
-    if version == 2:
+    if version in (2, 3):
         head += struct.pack("<II", meta.action_repeat, meta.input_layout)
         head += meta.reward.encode("ascii").ljust(REWARD_BYTES, b"\0")
     elif version != 1 or meta != PolicyMeta():
         raise ValueError(f"bpw: version {version} cannot carry {meta} (version 1 has no such "
-                         f"fields; only version {VERSION} is written for use)")
+                         f"fields; only versions 2 and 3 are written for use)")
     parts = [MAGIC, head]
     for lay in layers:
         parts.append(struct.pack("<III", lay.n_in, lay.n_out, lay.activation))
     for lay in layers:
         parts.append(np.ascontiguousarray(lay.weight, dtype="<f4").tobytes(order="C"))
         parts.append(np.ascontiguousarray(lay.bias, dtype="<f4").tobytes())
+    if std is not None:
+        parts.append(struct.pack("<I", NOISE_GAUSSIAN) + std.astype("<f4").tobytes())
     raw = b"".join(parts)
     if len(raw) > MAX_RAW_BYTES:
         raise ValueError(f"bpw: blob of {len(raw)} bytes exceeds {MAX_RAW_BYTES}")
@@ -250,7 +289,8 @@ def _parse_table(raw: bytes, n_layers: int, obs_dim: int, act_dim: int,
 
 
 def parse_bpw(raw: bytes) -> Bpw:
-    """Parse and validate a raw ``BPW1`` blob (version 1 or 2); ``ValueError`` says what is wrong."""
+    """Parse and validate a raw ``BPW1`` blob (version 1, 2 or 3); ``ValueError`` says what is
+    wrong."""
     raw = bytes(raw)
     n = len(raw)
     if n < HEADER_BYTES[1]:
@@ -272,10 +312,14 @@ def parse_bpw(raw: bytes) -> Bpw:
     if n < table_end:
         raise ValueError(f"bpw: truncated layer table ({n} bytes < {table_end})")
     dims, total = _parse_table(raw, n_layers, obs_dim, act_dim, head)
+    payload_end = total
+    if version == 3:
+        total += 4 + 4 * act_dim
     if total > MAX_RAW_BYTES:
         raise ValueError(f"bpw: table implies {total} bytes > limit {MAX_RAW_BYTES}")
     if n < total:
-        raise ValueError(f"bpw: truncated payload ({n} bytes, table says {total})")
+        what = "payload" if n < payload_end else "noise section"
+        raise ValueError(f"bpw: truncated {what} ({n} bytes, table says {total})")
     if n > total:
         raise ValueError(f"bpw: size mismatch ({n} bytes, table says {total}; trailing data)")
     layers = []
@@ -290,7 +334,15 @@ def parse_bpw(raw: bytes) -> Bpw:
         layers.append(
             Layer(w.reshape(n_out, n_in).astype(np.float32), b.astype(np.float32), act)
         )
-    return Bpw(version, obs_dim, act_dim, tuple(layers), meta)
+    std = None
+    if version == 3:
+        (kind,) = struct.unpack_from("<I", raw, off)
+        if kind != NOISE_GAUSSIAN:
+            raise ValueError(f"bpw: unknown noise kind {kind} (this reader knows "
+                             f"{NOISE_GAUSSIAN}: diagonal Gaussian)")
+        std = check_noise_std(np.frombuffer(raw, dtype="<f4", count=act_dim, offset=off + 4),
+                              act_dim)
+    return Bpw(version, obs_dim, act_dim, tuple(layers), meta, std)
 
 
 # ----------------------------------------------------------------- transport encodings

@@ -13,9 +13,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from brawlkit.common.cli_args import add_json_flag, command_parser
 from brawlkit.common.io import atomic_write_bytes
-from brawlkit.export.actor import actor_layers, checkpoint_meta, load_checkpoint
+from brawlkit.export.actor import actor_layers, checkpoint_meta, load_checkpoint, policy_std
 from brawlkit.export.bpw import (
     COMPRESS_CHOICES,
     blob_kind,
@@ -27,18 +29,24 @@ from brawlkit.export.bpw import (
 
 
 def export_checkpoint(
-    zip_path: str | Path, out_path: str | Path, compress: str = "none"
+    zip_path: str | Path, out_path: str | Path, compress: str = "none", sampled: bool = False,
+    noise_scale: float = 1.0,
 ) -> dict[str, Any]:
     """Write the actor of SB3 checkpoint ``zip_path`` to ``out_path`` as a ``.bpw`` blob.
 
     ``compress``: ``none`` (raw, the default on disk) | ``lz4`` | ``shuffle`` |
-    ``auto`` (the smallest).  Returns a summary: layer table, how the policy was
+    ``auto`` (the smallest).  ``sampled``: the blob also carries the policy's Gaussian
+    std (times ``noise_scale``; version 3), so ``brawlpit_bot`` plays the sampled policy
+    PPO trained, not its mean.  Returns a summary: layer table, how the policy was
     trained, sizes of each encoding, the chosen one.
     """
     if compress not in COMPRESS_CHOICES:
         raise ValueError(f"compress must be one of {COMPRESS_CHOICES}, not {compress!r}")
+    if not noise_scale > 0:
+        raise ValueError(f"--noise-scale must be > 0, got {noise_scale}")
     meta, policy = load_checkpoint(zip_path)
-    raw = pack_bpw(actor_layers(policy), meta)
+    std = policy_std(policy) * np.float32(noise_scale) if sampled else None
+    raw = pack_bpw(actor_layers(policy), meta, noise_std=std)
     rep = compression_report(raw)
     blob = rep["_blobs"][rep["best"]] if compress == "auto" else encode_blob(raw, compress)
     out = atomic_write_bytes(out_path, blob)
@@ -51,6 +59,7 @@ def export_checkpoint(
         "action_repeat": meta.action_repeat,
         "input_layout": meta.input_layout,
         "reward": meta.reward,
+        "noise_std": None if parsed.noise_std is None else [float(x) for x in parsed.noise_std],
         "layers": parsed.table(),
         **{k: v for k, v in rep.items() if k != "_blobs"},
     }
@@ -65,6 +74,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--compress", choices=COMPRESS_CHOICES, default="none",
                     help="on-disk encoding: none (raw), lz4, shuffle (byte-shuffle + LZ4), "
                          "or auto (the smallest; raw when neither helps). The C loader reads all.")
+    ap.add_argument("--sampled", action="store_true",
+                    help="ship the sampled policy: the blob (version 3) carries the policy's "
+                         "Gaussian std and brawlpit_bot adds that noise by the sampling rule of "
+                         "docs/bpw.md (default: the deterministic mean, version 2)")
+    ap.add_argument("--noise-scale", type=float, default=1.0,
+                    help="with --sampled: multiply the std by this (default 1: as trained)")
     add_json_flag(ap)
     args = ap.parse_args(argv)
     try:
@@ -73,7 +88,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"brawlkit export: {e}", file=sys.stderr)
         return 2
     try:
-        summary = export_checkpoint(args.checkpoint, args.out, compress=args.compress)
+        summary = export_checkpoint(args.checkpoint, args.out, compress=args.compress,
+                                    sampled=args.sampled, noise_scale=args.noise_scale)
     except (ValueError, KeyError) as e:
         print(f"brawlkit export: {args.checkpoint}: {e}", file=sys.stderr)
         return 1
@@ -82,7 +98,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{i:<6}{lay['in']:>6}{lay['out']:>6}  {lay['activation']}")
     print(f"wrote {summary['out']}: bpw v{summary['version']}, {summary['encoding']}, "
           f"{summary['bytes_written']} bytes; action repeat {summary['action_repeat']}, "
-          f"input layout {summary['input_layout']}, reward {summary['reward'] or 'unknown'}")
+          f"input layout {summary['input_layout']}, reward {summary['reward'] or 'unknown'}; "
+          + ("deterministic (the mean)" if summary["noise_std"] is None else
+             "sampled, std " + " ".join(f"{x:.3g}" for x in summary["noise_std"])))
     if args.json:
         print(json.dumps(summary))
     return 0

@@ -23,7 +23,7 @@ import numpy as np
 
 from brawlkit.common.confined import read_confined
 from brawlkit.env.observation import INPUT_LAYOUTS, INPUT_NAMES, OBS_DIM, OBS_NAMES
-from brawlkit.export.actor import NumpyPolicy
+from brawlkit.export.actor import NoiseStream, NumpyPolicy
 from brawlkit.league.directory import ARTIFACT_MAX_BYTES
 from brawlkit.league.records import BASELINE_ID, Member, permanent_ids
 from brawlkit.wire.cpu_level import CPU_LEVELS, CpuLevel
@@ -80,7 +80,10 @@ class BaselinePolicy:
 
 
 class FrozenOpponent:
-    """A registered member playing from its ``.bpw`` (deterministic mean, clipped).
+    """A registered member playing from its ``.bpw``: the deterministic mean, clipped —
+    or, for a sampled blob (version 3, ``export --sampled``), the mean plus its noise by
+    the blob's sampling rule, as ``brawlpit_bot`` would play it (one stream per
+    opponent, seeded ``noise_seed``, drawn row by row in the order the env asks).
 
     The env hands it the observation in the env's own input layout; a member trained
     on layout 1 reads the first 31 values (every layout starts with the 31-value
@@ -89,7 +92,9 @@ class FrozenOpponent:
     --opponent POLICY.bpw``, ``bench exploit``).
     """
 
-    def __init__(self, member: Member, league_dir: str | Path, env_layout: int) -> None:
+    def __init__(self, member: Member, league_dir: str | Path, env_layout: int,
+                 noise_seed: int = 0) -> None:
+        self.noise = NoiseStream(noise_seed)
         if member.blob is None:
             raise ValueError(f"member {member.id} has no .bpw blob to play from")
         self.member: Member | None = member
@@ -103,7 +108,7 @@ class FrozenOpponent:
 
     @classmethod
     def from_file(cls, path: str | Path, env_layout: int,
-                  action_repeat: int | None = None) -> FrozenOpponent:
+                  action_repeat: int | None = None, noise_seed: int = 0) -> FrozenOpponent:
         """The policy of the ``.bpw`` at ``path`` as an opponent labelled with its file
         name.  Read as a league artifact is (a regular file, bounded in size; a symlink
         given here is resolved first: the path is the user's own).  ``action_repeat``:
@@ -117,6 +122,7 @@ class FrozenOpponent:
         real = p.resolve()
         opp = cls.__new__(cls)
         opp.member = None
+        opp.noise = NoiseStream(noise_seed)
         try:
             opp._load(read_confined(real.parent, real.name, ARTIFACT_MAX_BYTES), p.name,
                       env_layout)
@@ -147,16 +153,19 @@ class FrozenOpponent:
     batched = True
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
-        return self.policy.act(np.asarray(obs, np.float32)[..., :self._n])
+        x = np.asarray(obs, np.float32)[..., :self._n]
+        if self.policy.noise_std is not None:
+            return self.policy.sample(x, self.noise)
+        return self.policy.act(x)
 
 
-def fixed_opponent(spec: str, env_layout: int, action_repeat: int) -> Any:
+def fixed_opponent(spec: str, env_layout: int, action_repeat: int, noise_seed: int = 0) -> Any:
     """What the env plays for one opponent spec that never changes (``train --opponent``):
     ``"cpu:L"`` itself (the server plays it), ``"baseline"`` the scripted
     :class:`BaselinePolicy`, anything else the path of a ``.bpw`` played as a frozen
-    member is (:meth:`FrozenOpponent.from_file`)."""
+    member is (:meth:`FrozenOpponent.from_file`; a sampled one draws from ``noise_seed``)."""
     if CpuLevel.is_spec(spec):
         return CpuLevel.parse(spec).spec
     if spec == BASELINE_ID:
         return BaselinePolicy()
-    return FrozenOpponent.from_file(spec, env_layout, action_repeat)
+    return FrozenOpponent.from_file(spec, env_layout, action_repeat, noise_seed)

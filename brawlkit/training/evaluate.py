@@ -33,7 +33,7 @@ from brawlkit.env.actions import ACT_DIM, ACTION_NAMES, N_PATTERNS, action_patte
 from brawlkit.env.fastlane import FastLane
 from brawlkit.env.observation import check_input_layout
 from brawlkit.env.rewards import OutcomeReward
-from brawlkit.export.actor import NumpyPolicy, checkpoint_meta, load_checkpoint
+from brawlkit.export.actor import NoiseStream, NumpyPolicy, checkpoint_meta, load_checkpoint
 from brawlkit.export.bpw import PolicyMeta
 from brawlkit.league.opponents import BaselinePolicy, permanent_opponent
 from brawlkit.league.records import BASELINE_ID
@@ -50,25 +50,25 @@ EVAL_ARENAS = 32
 class SampledPolicy:
     """The stochastic policy PPO trained: the actor mean plus Gaussian noise of the
     policy's (state-independent) std, clipped to the action box — what SB3 plays while
-    it trains, in numpy with a seeded generator.  Evaluated beside the deterministic
-    mean so a gap between the two (a policy that only works through its noise) shows.
+    it trains, and what a sampled ``.bpw`` (``export --sampled``) makes ``brawlpit_bot``
+    play: the same blob and the same sampling rule (:class:`NoiseStream`, docs/bpw.md).
+    Evaluated beside the deterministic mean so a gap between the two (a policy that only
+    works through its noise) shows.
     """
 
-    def __init__(self, mean: NumpyPolicy, log_std: np.ndarray, seed: int = 0) -> None:
-        self.mean = mean
-        self.meta = mean.meta
-        self.std = np.exp(np.asarray(log_std, np.float64)).astype(np.float32)
-        self.rng = np.random.default_rng(seed)
+    def __init__(self, policy: NumpyPolicy, seed: int = 0) -> None:
+        if policy.noise_std is None:
+            raise ValueError("SampledPolicy needs a blob with a noise section (version 3)")
+        self.policy = policy
+        self.meta = policy.meta
+        self.noise = NoiseStream(seed)
 
     @classmethod
     def from_sb3(cls, policy: Any, meta: PolicyMeta, seed: int = 0) -> SampledPolicy:
-        log_std = policy.log_std.detach().cpu().numpy()
-        return cls(NumpyPolicy.from_sb3(policy, meta), log_std, seed)
+        return cls(NumpyPolicy.from_sb3(policy, meta, sampled=True), seed)
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
-        mu = self.mean.forward(obs)
-        noise = self.rng.standard_normal(mu.shape).astype(np.float32)
-        return np.clip(mu + self.std * noise, -1.0, 1.0).astype(np.float32)
+        return self.policy.sample(obs, self.noise)
 
 
 def play_episodes(

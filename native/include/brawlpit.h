@@ -256,7 +256,13 @@
 /* ---------------------------------------------------------------- policy blob (.bpw)
  * docs/bpw.md; loader in src/policy.h.  A version-2 header also records how the
  * policy was trained: action_repeat, input_layout, reward preset name. */
-#define BP_BPW_VERSION 2
+#define BP_BPW_VERSION 3
+/* version 3 = version 2 + a noise section after the payload (u32 kind, then act_dim
+ * float32 std): the sampled policy, played by the sampling rule of docs/bpw.md.  The
+ * exporter writes 2 for the deterministic policy, 3 only when the blob carries noise. */
+#define BP_BPW_NOISE_GAUSSIAN 1
+/* largest std a noise section may hold (and > 0, finite) */
+#define BP_BPW_MAX_NOISE_STD 100.0f
 /* action_repeat of a version-1 blob (which does not record it) */
 #define BP_BPW_DEFAULT_REPEAT 4
 /* input_layout 1: the BP_OBS_DIM-value observation of docs/observation.md */

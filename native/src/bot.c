@@ -4,6 +4,7 @@
  *   brawlpit_bot --server HOST:PORT --weights POLICY.bpw [--slot N] [--matches K]
  *                [--seed S] [--cpu-level L] [--repeat R] [--no-reset]
  *                [--arena ID | --new-arena] [--mode M] [--name NAME] [--trace FILE]
+ *                [--deterministic]
  *   brawlpit_bot --help      (usage and one line per option on stdout, exit 0)
  *
  * Protocol v2 (docs/protocol.md): a server runs many matches ("arenas").  The
@@ -83,6 +84,12 @@
  *     shows it is alive.
  * Any answer (SNAPSHOT, WELCOME) resets the 10 s silence timer.
  *
+ * Sampled weights (a version-3 blob, `export --sampled`) play the sampled
+ * policy: bp_policy_sample with a stream seeded S + k at the start of match k
+ * (the RESET's seed), one draw per decision, so a seeded match replays exactly
+ * (NoiseStream in Python draws the same numbers).  --deterministic plays the
+ * mean of any blob; a version-2 blob always plays its mean.
+ *
  * The weights say how the policy was trained (docs/bpw.md): R defaults to the
  * blob's action_repeat (4 for a version-1 blob); --repeat R overrides it, with
  * a warning on stderr when it differs.  A reload that changes the action
@@ -94,7 +101,8 @@
  * stdout (flushed per line): one line per finished match, `match <id> winner
  * <w> ticks <t>`, and the `peer ...` lines above.
  * stderr, on every (re)load of the weights:
- *   weights <path>: bpw v<version>, input layout <L>, action repeat <R>, reward <name|unknown>
+ *   weights <path>: bpw v<version>, input layout <L>, action repeat <R>, reward <name|unknown>,
+ *   <deterministic|sampled>
  * --trace FILE writes one line per step: `<match> <tick> <sx> <sy> <buttons>
  * <in0> .. <inN-1>` (%.9g floats; the policy input of the weights' layout) so a
  * test can replay the inputs through the Python policy and compare the actions
@@ -149,6 +157,7 @@ typedef struct {
     uint32_t arena_id; /* --arena ID */
     int mode;          /* --mode: BP_MODE_*, BP_MODE_DEFAULT = the server's */
     const char *name;  /* --name, or NULL (no IDENT) */
+    int deterministic; /* --deterministic: the mean even of a sampled blob */
 } Args;
 
 /* one datagram as sent, kept for re-sending */
@@ -165,6 +174,7 @@ typedef struct {
     Packet hello;          /* our HELLO: re-sending it only re-sends the WELCOME */
     Packet retry;          /* what a stall re-sends (see "Lost datagrams" above) */
     int repeat;            /* action repeat of the match being played */
+    BpNoise noise;         /* the sampling stream, seeded S + k at match k's start */
     BpCommand prev;        /* the command sent last step (policy input layout 2) */
     uint32_t match_id, cmd_seq;
     uint32_t nonce_rng;    /* xorshift32 state of the HELLO / RESET nonces (random start) */
@@ -336,6 +346,12 @@ static int as_error(const uint8_t *buf, size_t n, NetError *e)
 
 /* ------------------------------------------------------------ weights */
 
+/* these weights play sampled: a blob with noise, and no --deterministic */
+static int plays_sampled(const Args *a, const BpPolicy *p)
+{
+    return bp_policy_noise_std(p) != NULL && !a->deterministic;
+}
+
 /* action repeat for these weights: --repeat, else what they were trained with */
 static int weights_repeat(const Args *a, const BpPolicy *p)
 {
@@ -371,9 +387,9 @@ static void print_weights(const Args *a, const BpPolicy *p)
 {
     const char *reward = bp_policy_reward(p);
     int trained = bp_policy_action_repeat(p);
-    fprintf(stderr, "weights %s: bpw v%d, input layout %d, action repeat %d, reward %s\n",
+    fprintf(stderr, "weights %s: bpw v%d, input layout %d, action repeat %d, reward %s, %s\n",
             a->weights, bp_policy_version(p), bp_policy_input_layout(p), trained,
-            reward[0] ? reward : "unknown");
+            reward[0] ? reward : "unknown", plays_sampled(a, p) ? "sampled" : "deterministic");
     if (a->repeat_override && a->repeat_override != trained) {
         fprintf(stderr,
                 "bot: warning: --repeat %d overrides action repeat %d the weights were "
@@ -429,7 +445,8 @@ static void reload(Bot *b, int mid_match)
 static const char USAGE[] =
     "usage: brawlpit_bot --server HOST:PORT --weights POLICY.bpw [--slot N]\n"
     "       [--matches K] [--seed S] [--cpu-level L] [--repeat R] [--no-reset]\n"
-    "       [--arena ID | --new-arena] [--mode M] [--name NAME] [--trace FILE]\n";
+    "       [--arena ID | --new-arena] [--mode M] [--name NAME] [--trace FILE]\n"
+    "       [--deterministic]\n";
 
 static int usage(void)
 {
@@ -459,6 +476,8 @@ static int help(void)
           "                      fastforward or realtime (default: the server's --mode)\n"
           "  --name NAME         player name sent in IDENT (1..31 printable ASCII characters)\n"
           "  --trace FILE        one line per step: match, tick, action, observation\n"
+          "  --deterministic     play the mean of a sampled (version-3) blob; without it\n"
+          "                      such a blob plays sampled, match k's noise seeded S + k\n"
           "  -h, --help          print this help and exit\n",
           stdout);
     return ARGS_HELP;
@@ -546,7 +565,7 @@ static int parse_option(Args *a, const char *k, const char *v, int *repeat)
 static int parse_args(int argc, char **argv, Args *a)
 {
     *a = (Args){NULL, NULL, NULL, BP_SLOT_ANY, 1, BP_CPU_KEEP, 1, 0, 1, BP_ARENA_ANY, 0,
-                BP_MODE_DEFAULT, NULL};
+                BP_MODE_DEFAULT, NULL, 0};
     int repeat = 0, new_arena = 0;
     for (int i = 1; i < argc; i++) {
         const char *k = argv[i];
@@ -555,6 +574,10 @@ static int parse_args(int argc, char **argv, Args *a)
         }
         if (!strcmp(k, "--no-reset")) {
             a->do_reset = 0;
+            continue;
+        }
+        if (!strcmp(k, "--deterministic")) {
+            a->deterministic = 1;
             continue;
         }
         if (!strcmp(k, "--new-arena")) {
@@ -795,7 +818,11 @@ static int act(Bot *b, const uint8_t snap[sizeof(SnapshotPacket)], uint32_t tick
         fprintf(stderr, "bot: snapshot rejected: %s\n", bp_obs_strerror(orc));
         return 0;
     }
-    bp_policy_forward(b->pol, in, a);
+    if (plays_sampled(&b->a, b->pol)) {
+        bp_policy_sample(b->pol, in, &b->noise, a);
+    } else {
+        bp_policy_forward(b->pol, in, a);
+    }
     bp_action_decode(a, &sx, &sy, &buttons);
     b->prev = (BpCommand){sx, sy, buttons};
     UserCmd cmd = {b->wel.session, tick, ++b->cmd_seq, sx, sy, buttons, b->wel.slot,
@@ -975,6 +1002,7 @@ int main(int argc, char **argv)
             reload(&b, 0);
         }
         b.repeat = weights_repeat(&b.a, b.pol);
+        bp_noise_seed(&b.noise, (uint64_t)(b.a.seed + (unsigned long)played));
         rc = play_match(&b, played);
         if (!g_stop) {
             played++;

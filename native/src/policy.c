@@ -36,6 +36,7 @@ typedef struct {
 
 struct BpPolicy {
     int version, n_layers, obs_dim, act_dim, kind, max_pad;
+    float *noise_std; /* act_dim stds of a v3 blob (inside mem), NULL: deterministic */
     int action_repeat, input_layout;
     char reward[BP_BPW_REWARD_LEN + 1]; /* "" = unknown (v1) */
     BpLayer layers[BP_POLICY_MAX_LAYERS];
@@ -270,8 +271,8 @@ static int parse_header(const uint8_t *d, size_t n, BpwLayout *h)
         return -1;
     }
     h->version = rd32(d + 4);
-    if (h->version != 1 && h->version != BP_BPW_VERSION) {
-        set_err("bpw: unknown version %u (this loader knows 1 and %d)", h->version,
+    if (h->version < 1 || h->version > BP_BPW_VERSION) {
+        set_err("bpw: unknown version %u (this loader knows 1..%d)", h->version,
                 BP_BPW_VERSION);
         return -1;
     }
@@ -339,14 +340,18 @@ static int parse_table(const uint8_t *d, size_t n, BpwLayout *h)
         set_err("bpw: last layer out=%u != act_dim=%u", prev, h->act_dim);
         return -1;
     }
+    const uint64_t payload_end = total;
+    if (h->version == 3) {
+        total += 4 + 4 * (uint64_t)h->act_dim; /* the noise section */
+    }
     if (total > BP_POLICY_MAX_RAW_BYTES) {
         set_err("bpw: table implies %llu bytes > limit %u", (unsigned long long)total,
                 BP_POLICY_MAX_RAW_BYTES);
         return -1;
     }
     if (n < total) {
-        set_err("bpw: truncated payload (%zu bytes, table says %llu)", n,
-                (unsigned long long)total);
+        set_err("bpw: truncated %s (%zu bytes, table says %llu)",
+                n < payload_end ? "payload" : "noise section", n, (unsigned long long)total);
         return -1;
     }
     if (n > total) {
@@ -369,6 +374,9 @@ static BpPolicy *alloc_policy(const BpwLayout *h, int kind)
         max_pad = op > max_pad ? op : max_pad;
     }
     floats += 2 * round_up(max_pad, 16);
+    if (h->version == 3) {
+        floats += round_up(h->act_dim, 16);
+    }
     size_t bytes = round_up(floats * sizeof(float), 64);
     BpPolicy *p = calloc(1, sizeof *p);
     float *mem = aligned_alloc(64, bytes);
@@ -406,6 +414,8 @@ static BpPolicy *alloc_policy(const BpwLayout *h, int kind)
     p->buf0 = cur;
     cur += round_up(max_pad, 16);
     p->buf1 = cur;
+    cur += round_up(max_pad, 16);
+    p->noise_std = h->version == 3 ? cur : NULL;
     return p;
 }
 
@@ -435,6 +445,25 @@ static int load_payload(BpPolicy *p, const uint8_t *src)
                 return -1;
             }
             L->b[o] = v;
+        }
+    }
+    if (p->noise_std) { /* v3: u32 kind, then act_dim stds */
+        uint32_t kind = rd32(src);
+        src += 4;
+        if (kind != BP_BPW_NOISE_GAUSSIAN) {
+            set_err("bpw: unknown noise kind %u (this loader knows %d: diagonal Gaussian)", kind,
+                    BP_BPW_NOISE_GAUSSIAN);
+            return -1;
+        }
+        for (int i = 0; i < p->act_dim; i++) {
+            float v = rdf32(src);
+            src += 4;
+            if (!(isfinite(v) && v > 0.0f && v <= BP_BPW_MAX_NOISE_STD)) {
+                set_err("bpw: noise std[%d] = %g outside (0, %g]", i, (double)v,
+                        (double)BP_BPW_MAX_NOISE_STD);
+                return -1;
+            }
+            p->noise_std[i] = v;
         }
     }
     return 0;
@@ -609,6 +638,7 @@ int bp_policy_version(const BpPolicy *p) { return p->version; }
 int bp_policy_action_repeat(const BpPolicy *p) { return p->action_repeat; }
 int bp_policy_input_layout(const BpPolicy *p) { return p->input_layout; }
 const char *bp_policy_reward(const BpPolicy *p) { return p->reward; }
+const float *bp_policy_noise_std(const BpPolicy *p) { return p->noise_std; }
 
 int bp_policy_layer(const BpPolicy *p, int i, int *in, int *out, int *activation)
 {
@@ -820,4 +850,49 @@ void bp_action_decode(const float a[6], float *sx, float *sy, uint32_t *buttons)
         }
     }
     *buttons = b;
+}
+
+/* ------------------------------------------------------------------ sampling */
+
+/* splitmix64 (Steele, Lea & Flood 2014): the state counts up by a fixed odd
+ * increment and each output is the state through a mixer */
+static uint64_t splitmix64(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+void bp_noise_seed(BpNoise *n, uint64_t seed) { n->state = seed; }
+
+double bp_noise_uniform(BpNoise *n)
+{
+    return ((double)(splitmix64(&n->state) >> 11) + 0.5) * 0x1p-53;
+}
+
+void bp_noise_normals(BpNoise *n, float *z, int dim)
+{
+    for (int i = 0; i < dim; i += 2) {
+        double u1 = bp_noise_uniform(n), u2 = bp_noise_uniform(n);
+        double r = sqrt(-2.0 * log(u1)), ang = BP_NOISE_TWO_PI * u2;
+        z[i] = (float)(r * cos(ang));
+        if (i + 1 < dim) {
+            z[i + 1] = (float)(r * sin(ang));
+        }
+    }
+}
+
+void bp_policy_sample(BpPolicy *p, const float *obs, BpNoise *noise, float *out)
+{
+    bp_policy_forward(p, obs, out);
+    if (!p->noise_std) {
+        return;
+    }
+    float z[BP_POLICY_MAX_DIM];
+    bp_noise_normals(noise, z, p->act_dim);
+    for (int i = 0; i < p->act_dim; i++) {
+        float v = out[i] + p->noise_std[i] * z[i]; /* float32 mul, then add: no contraction */
+        out[i] = v < -1.0f ? -1.0f : (v > 1.0f ? 1.0f : v);
+    }
 }

@@ -18,6 +18,10 @@
  *     28  reward[16]     name of the reward preset it was trained with (informational):
  *                        printable ASCII 0x20..0x7E, then NUL padding; at least one
  *                        NUL, and only NULs after the first
+ *   version 3: the v2 header and body, then a noise section: u32 kind
+ *                (BP_BPW_NOISE_GAUSSIAN) and act_dim float32 std, each finite and in
+ *                (0, BP_BPW_MAX_NOISE_STD]: the sampled policy (see "Sampling" below).
+ *                The exporter writes 2 for the deterministic policy, 3 only with noise.
  *   header v1 (20 bytes): magic, version = 1, n_layers, obs_dim, act_dim; loads
  *                as action_repeat = BP_BPW_DEFAULT_REPEAT (4), input_layout =
  *                BP_INPUT_LAYOUT_OBS, reward = "" (unknown)
@@ -25,8 +29,9 @@
  *                activation: 0 none, 1 tanh
  *   payload      per layer: weight out x in float32 row-major (PyTorch layout),
  *                then bias out float32
- * The input length must equal header + 12*n_layers + 4*sum(out*in + out) exactly.
- * Limits: version 1 or 2, 1 <= n_layers <= BP_POLICY_MAX_LAYERS, every dim in
+ * The input length must equal header + 12*n_layers + 4*sum(out*in + out) exactly
+ * (version 3: plus 4 + 4*act_dim).
+ * Limits: version 1..3, 1 <= n_layers <= BP_POLICY_MAX_LAYERS, every dim in
  * 1..BP_POLICY_MAX_DIM, layer[0].in == obs_dim, layer[i].in == layer[i-1].out,
  * last out == act_dim, raw size <= BP_POLICY_MAX_RAW_BYTES, every weight/bias
  * finite, and the v2 field rules above.
@@ -54,6 +59,13 @@
  * libm tanh).  Parity with torch: max abs diff <= 1e-5 (tests/test_policy_native.py).
  * A policy handle owns scratch buffers: bp_policy_forward is not reentrant for
  * one handle (use one handle per thread).
+ *
+ * Sampling (docs/bpw.md, "Sampling"; the Python twin is NoiseStream in
+ * brawlkit/export/actor.py): a BpNoise is a splitmix64 state; a uniform is
+ * ((x >> 11) + 0.5) * 2^-53 of its next output x; each pair (u1, u2) gives
+ * r = sqrt(-2 ln u1), r cos(2 pi u2), r sin(2 pi u2) (double, then float), the
+ * last sine dropped when act_dim is odd.  bp_policy_sample: one decision draws
+ * ceil(act_dim/2) pairs; out = clip(mean + std * z, -1, 1) in float.
  */
 #ifndef BP_POLICY_H
 #define BP_POLICY_H
@@ -112,6 +124,26 @@ void bp_policy_forward(BpPolicy *p, const float *obs, float *out);
 /* Reference path: PyTorch-layout weights, scalar loops, libm tanhf.  Slower;
  * kept for tests and the benchmark. */
 void bp_policy_forward_ref(BpPolicy *p, const float *obs, float *out);
+
+/* the noise section of a version-3 blob (act_dim stds), or NULL: deterministic */
+const float *bp_policy_noise_std(const BpPolicy *p);
+
+#define BP_NOISE_TWO_PI 6.283185307179586 /* the double nearest 2 pi, as Python's 2 * math.pi */
+
+/* the sampling rule's stream (a splitmix64 state) */
+typedef struct {
+    uint64_t state;
+} BpNoise;
+
+void bp_noise_seed(BpNoise *n, uint64_t seed);
+/* next uniform in (0, 1) */
+double bp_noise_uniform(BpNoise *n);
+/* dim standard normals (ceil(dim/2) Box-Muller pairs) into z */
+void bp_noise_normals(BpNoise *n, float *z, int dim);
+/* The sampled action of a v3 blob into out[act_dim]: clip(mean + std * z, -1, 1)
+ * with z the next normals of noise; for a blob without noise, the unclipped mean
+ * (as bp_policy_forward: nothing is drawn). */
+void bp_policy_sample(BpPolicy *p, const float *obs, BpNoise *noise, float *out);
 
 /* Clamped rational tanh used by bp_policy_forward (exposed for tests). */
 float bp_policy_tanh(float x);

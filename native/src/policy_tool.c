@@ -9,11 +9,14 @@
  *       exit 1 and "refused: <reason>" otherwise.
  *   brawlpit_policy info BLOB
  *       the same facts as "key value" lines (kind, version, layers, obs_dim,
- *       act_dim, action_repeat, input_layout, reward (NAME or "unknown"), then
+ *       act_dim, action_repeat, input_layout, reward (NAME or "unknown"), noise
+ *       ("none", or "gaussian" and a "noise_std S0 S1 ..." line), then
  *       "layer I IN OUT ACT" per layer); exit 1 and "refused: <reason>" otherwise.
- *   brawlpit_policy forward [--ref] BLOB OBS.f32 OUT.f32
+ *   brawlpit_policy forward [--ref | --sample SEED] BLOB OBS.f32 OUT.f32
  *       OBS.f32: N*obs_dim float32 (little-endian host); writes N*act_dim float32
  *       Gaussian means (unclipped).  --ref uses the scalar libm-tanhf path.
+ *       --sample SEED: the sampled actions of a version-3 blob instead
+ *       (bp_policy_sample, one stream seeded SEED, rows in order; clipped).
  *   brawlpit_policy decode ACT.f32 OUT.txt
  *       bp_action_decode on N*6 float32; one "sx sy buttons" line per action
  *       (floats printed with %.9g).
@@ -45,7 +48,7 @@ static const char *kind_name(int k)
 
 static const char USAGE[] = "usage: brawlpit_policy check BLOB\n"
                             "       brawlpit_policy info BLOB\n"
-                            "       brawlpit_policy forward [--ref] BLOB OBS.f32 OUT.f32\n"
+                            "       brawlpit_policy forward [--ref | --sample SEED] BLOB OBS.f32 OUT.f32\n"
                             "       brawlpit_policy decode ACT.f32 OUT.txt\n"
                             "       brawlpit_policy bench BLOB N\n"
                             "       brawlpit_policy fuzz < records\n";
@@ -63,7 +66,8 @@ static int help(void)
           "  check BLOB      load BLOB: one `ok ...` line (exit 0) or `refused: <reason>` (exit 1)\n"
           "  info BLOB       the blob's facts as `key value` lines, one `layer ...` line per layer\n"
           "  forward         N*obs_dim float32 in OBS.f32 -> N*act_dim Gaussian means in OUT.f32;\n"
-          "                  --ref uses the scalar libm-tanhf path\n"
+          "                  --ref uses the scalar libm-tanhf path; --sample SEED: the sampled\n"
+          "                  actions of a version-3 blob, one noise stream seeded SEED\n"
           "  decode          bp_action_decode of N*6 float32: one `sx sy buttons` line each\n"
           "  bench BLOB N    time N forwards (fast and reference path); `key value` lines\n"
           "  fuzz            load every `u32 len, len bytes` record from stdin; one line each\n"
@@ -156,6 +160,15 @@ static int cmd_info(const char *blob)
            bp_policy_version(p), bp_policy_n_layers(p), bp_policy_obs_dim(p), bp_policy_act_dim(p));
     printf("action_repeat %d\ninput_layout %d\nreward %s\n", bp_policy_action_repeat(p),
            bp_policy_input_layout(p), reward[0] ? reward : "unknown");
+    const float *std = bp_policy_noise_std(p);
+    printf("noise %s\n", std ? "gaussian" : "none");
+    if (std) {
+        printf("noise_std");
+        for (int i = 0; i < bp_policy_act_dim(p); i++) {
+            printf(" %.9g", (double)std[i]);
+        }
+        printf("\n");
+    }
     for (int i = 0; i < bp_policy_n_layers(p); i++) {
         int in, out, act;
         bp_policy_layer(p, i, &in, &out, &act);
@@ -165,10 +178,22 @@ static int cmd_info(const char *blob)
     return 0;
 }
 
-static int cmd_forward(int ref, const char *blob, const char *obs_path, const char *out_path)
+#define FWD_MEAN 0
+#define FWD_REF 1
+#define FWD_SAMPLE 2
+
+static int cmd_forward(int mode, uint64_t seed, const char *blob, const char *obs_path,
+                       const char *out_path)
 {
     BpPolicy *p = load_or_say(blob, stderr);
     if (!p) return 1;
+    if (mode == FWD_SAMPLE && !bp_policy_noise_std(p)) {
+        fprintf(stderr, "%s: --sample needs a version-3 blob (it has no noise section)\n", blob);
+        bp_policy_free(p);
+        return 2;
+    }
+    BpNoise noise;
+    bp_noise_seed(&noise, seed);
     size_t n = 0;
     uint8_t *obs = read_all(obs_path, &n);
     int od = bp_policy_obs_dim(p), ad = bp_policy_act_dim(p);
@@ -183,8 +208,10 @@ static int cmd_forward(int ref, const char *blob, const char *obs_path, const ch
     float *y = malloc((rows ? rows : 1) * (size_t)ad * sizeof(float));
     for (size_t r = 0; r < rows; r++) {
         memcpy(x, obs + r * (size_t)od * 4, (size_t)od * 4);
-        if (ref) {
+        if (mode == FWD_REF) {
             bp_policy_forward_ref(p, x, y + r * (size_t)ad);
+        } else if (mode == FWD_SAMPLE) {
+            bp_policy_sample(p, x, &noise, y + r * (size_t)ad);
         } else {
             bp_policy_forward(p, x, y + r * (size_t)ad);
         }
@@ -348,6 +375,8 @@ static int cmd_fuzz(void)
         if (p) {
             bp_policy_forward(p, obs, out);
             bp_policy_forward_ref(p, obs, out);
+            BpNoise noise = {(uint64_t)idx};
+            bp_policy_sample(p, obs, &noise, out);
             printf("%ld ok %s\n", idx, kind_name(bp_policy_kind(p)));
             bp_policy_free(p);
         } else {
@@ -376,10 +405,18 @@ int main(int argc, char **argv)
         return cmd_info(argv[2]);
     }
     if (!strcmp(cmd, "forward") && argc == 5) {
-        return cmd_forward(0, argv[2], argv[3], argv[4]);
+        return cmd_forward(FWD_MEAN, 0, argv[2], argv[3], argv[4]);
     }
     if (!strcmp(cmd, "forward") && argc == 6 && !strcmp(argv[2], "--ref")) {
-        return cmd_forward(1, argv[3], argv[4], argv[5]);
+        return cmd_forward(FWD_REF, 0, argv[3], argv[4], argv[5]);
+    }
+    if (!strcmp(cmd, "forward") && argc == 7 && !strcmp(argv[2], "--sample")) {
+        char *end = NULL;
+        unsigned long long seed = strtoull(argv[3], &end, 10);
+        if (!*argv[3] || *end || argv[3][0] == '-') {
+            return usage();
+        }
+        return cmd_forward(FWD_SAMPLE, (uint64_t)seed, argv[4], argv[5], argv[6]);
     }
     if (!strcmp(cmd, "decode") && argc == 4) {
         return cmd_decode(argv[2], argv[3]);
