@@ -68,6 +68,7 @@ def test_recipes_in_the_repository_load(tmp_path: Path) -> None:
     (lambda t: t.replace("n_epochs = 1", "n_epoch = 1"), "n_epoch"),
     (lambda t: t + "colour = 1\n", "unknown key"),
     (lambda t: t.replace('"cpu:2"', '"cpu:9"'), "cpu:9"),
+    (lambda t: t.replace("[eval]", '[eval]\npolicy = "greedy"'), "eval.policy must be one of"),
     (lambda t: t.replace("main_pfsp_share = 0.3", "main_pfsp_share = 0.6"), r"\[train\] main_fixed"),
 ])
 def test_a_bad_recipe_is_refused_naming_the_key(tmp_path: Path, edit, message) -> None:
@@ -113,6 +114,19 @@ def test_a_tiny_recipe_trains_and_is_judged_through_the_cli(tmp_path: Path) -> N
     again = run_cli("bench", "learn", str(recipe), "--out", str(out), "--no-progress", "--json",
                     timeout=120)
     assert again.returncode == 0 and last_json(again.stdout) == res
+    # --policy sampled judges the same run's sampled policy (export --sampled) on the same
+    # matches, beside the deterministic record, and trains nothing
+    trained = (out / "s4" / "train.json").stat().st_mtime_ns
+    r = run_cli("bench", "learn", str(recipe), "--out", str(out), "--no-progress", "--json",
+                "--policy", "sampled", timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    sampled = last_json(r.stdout)
+    assert sampled["policy"] == "sampled" and res["policy"] == "deterministic"
+    assert (out / "s4" / "train.json").stat().st_mtime_ns == trained
+    assert json.loads((out / "s4" / "eval_sampled.json").read_text())["policy"] == "sampled"
+    assert sampled["seeds"][0]["checkpoint"] == seed["checkpoint"]
+    assert sampled["seeds"][0]["eval"]["cpu:2"]["episodes"] == 3
+    assert "sampled policy" in r.stdout
 
 
 IMITATION = """

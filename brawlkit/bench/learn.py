@@ -4,8 +4,9 @@ A learning claim here is a table, not an anecdote (docs/benchmarks.md, "Learning
 named recipe — a file in ``configs/learn/`` — is trained from scratch over several
 seeds at a budget stated in env steps (so runs that share a machine still compare),
 and what ships is judged: the *deterministic* policy (the clipped Gaussian mean that
-``export`` writes and ``brawlpit_bot`` plays) of the final (or ``best.json``'s)
-generation, against the scripted baseline and every CPU level, on ``matches`` fresh
+``export`` writes and ``brawlpit_bot`` plays) — or, with ``[eval] policy = "sampled"``
+or ``--policy sampled``, the sampled policy ``export --sampled`` ships — of the final
+(or ``best.json``'s) generation, against the scripted baseline and every CPU level, on ``matches`` fresh
 match seeds each (never a seed training or its per-generation evaluation used), with
 95 % Wilson intervals per seed and pooled, the spread over seeds, and the playstyle
 beside the win rates (per-button press rates, spam fraction, match length), so a
@@ -24,6 +25,7 @@ A recipe file (TOML)::
     steps_per_generation = 300_000
     [eval]
     matches = 100
+    policy = "deterministic"       # or "sampled": the policy judged (what ships)
     opponents = ["baseline", "cpu:1", "cpu:2", "cpu:3", "cpu:4", "cpu:5", "cpu:6", "cpu:7", "cpu:8"]
     [imitation]                    # optional: a start from demonstrations (docs/imitation.md)
     teachers = [7]                 # ImitationConfig fields; the clone is every role's --init-from
@@ -33,8 +35,10 @@ A recipe file (TOML)::
 The imitation's data and cloning are part of the seed's wall-clock (``imitation_seconds``
 beside ``train_seconds``).
 
-Each seed's run lives in ``<out>/s<seed>/`` with ``train.json`` and ``eval.json``; a
-rerun skips what is already there, so an interrupted benchmark continues.
+Each seed's run lives in ``<out>/s<seed>/`` with ``train.json`` and ``eval.json``
+(``eval_sampled.json`` for the sampled policy); a rerun skips what is already there, so
+an interrupted benchmark continues, and ``--policy sampled`` judges a finished run's
+sampled policy without training it again.
 """
 
 from __future__ import annotations
@@ -66,6 +70,9 @@ from brawlkit.wire.cpu_level import CPU_LEVELS, CpuLevel
 CONFIG_DIR = Path("configs") / "learn"
 DEFAULT_OPPONENTS: tuple[str, ...] = (BASELINE_ID, *(CpuLevel(lv).spec for lv in CPU_LEVELS))
 KINDS = ("curriculum", "league", "imitation")
+#: the policies a run can be judged on: the mean (``export``) or with its noise
+#: (``export --sampled``)
+POLICIES = ("deterministic", "sampled")
 
 
 @dataclass
@@ -84,6 +91,7 @@ class LearnConfig:
     opponents: tuple[str, ...] = DEFAULT_OPPONENTS
     imitation: dict[str, Any] | None = None
     path: Path | None = field(default=None, compare=False)
+    policy: str = "deterministic"
 
     @classmethod
     def load(cls, path: str | Path) -> LearnConfig:
@@ -97,8 +105,8 @@ class LearnConfig:
         ev = data.pop("eval", {})
         known = {"name", "description", "kind", "budget_steps", "seeds", "roles", "pick", "train",
                  "imitation"}
-        unknown = sorted(set(data) - known) + sorted(f"eval.{k}" for k in set(ev) - {"matches",
-                                                                                    "opponents"})
+        unknown = sorted(set(data) - known) + sorted(
+            f"eval.{k}" for k in set(ev) - {"matches", "opponents", "policy"})
         if unknown:
             raise ValueError(f"{p}: unknown key(s) {unknown}")
         try:
@@ -110,7 +118,8 @@ class LearnConfig:
                       roles=tuple(str(r) for r in data.get("roles", ("main",))),
                       pick=str(data.get("pick", "final")), matches=int(ev.get("matches", 100)),
                       opponents=tuple(str(o) for o in ev.get("opponents", DEFAULT_OPPONENTS)),
-                      imitation=data.get("imitation"), path=p)
+                      imitation=data.get("imitation"), path=p,
+                      policy=str(ev.get("policy", "deterministic")))
         except KeyError as e:
             raise ValueError(f"{p}: missing key {e}") from None
         cfg.validate()
@@ -129,6 +138,8 @@ class LearnConfig:
         if self.kind == "imitation" and (self.imitation is None or self.budget_steps != 0):
             raise ValueError(f"{where}: kind 'imitation' judges the clone itself: it needs an "
                              "[imitation] table and budget_steps = 0")
+        if self.policy not in POLICIES:
+            raise ValueError(f"{where}: eval.policy must be one of {POLICIES}, got {self.policy!r}")
         if not self.seeds or self.matches < 1:
             raise ValueError(f"{where}: need at least one seed and matches >= 1")
         for o in self.opponents:
@@ -297,17 +308,19 @@ def run(cfg: LearnConfig, out: Path, seeds: tuple[int, ...] | None = None,
         sdir.mkdir(parents=True, exist_ok=True)
         trained = _cached(sdir / "train.json", lambda s=seed, d=sdir: train_seed(cfg, s, d,
                                                                                   progress))
-        evaluated = _cached(sdir / "eval.json", lambda t=trained: _evaluate(t, cfg, eval_envs,
-                                                                            progress))
+        tag = "" if cfg.policy == "deterministic" else f"_{cfg.policy}"
+        evaluated = _cached(sdir / f"eval{tag}.json", lambda t=trained: _evaluate(
+            t, cfg, eval_envs, progress))
         row = {**trained, **evaluated}
         if trained.get("init_from") and cfg.kind != "imitation":
             # the clone RL started from, judged the same way: what the RL added on top
-            start = _cached(sdir / "start_eval.json", lambda t=trained: _evaluate(
+            start = _cached(sdir / f"start_eval{tag}.json", lambda t=trained: _evaluate(
                 {"checkpoint": t["init_from"]}, cfg, eval_envs, progress))
             row["start"] = start
         per_seed.append(row)
     res = {"bench": "learn", "config": cfg.name, "config_file": str(cfg.path), "kind": cfg.kind,
            "roles": list(cfg.roles), "budget_steps": cfg.budget_steps, "matches": cfg.matches,
+           "policy": cfg.policy,
            "opponents": list(cfg.opponents), "seeds": per_seed,
            "pooled": pooled(per_seed, cfg.opponents)}
     if per_seed and all("start" in s for s in per_seed):
@@ -318,8 +331,9 @@ def run(cfg: LearnConfig, out: Path, seeds: tuple[int, ...] | None = None,
 def _evaluate(trained: dict[str, Any], cfg: LearnConfig, n_envs: int,
               progress: bool) -> dict[str, Any]:
     t0 = time.perf_counter()
-    ev = evaluate_shipped(trained["checkpoint"], cfg.opponents, cfg.matches, n_envs, progress)
-    return {"eval": ev, "playstyle": playstyle(ev),
+    ev = evaluate_shipped(trained["checkpoint"], cfg.opponents, cfg.matches, n_envs, progress,
+                          sampled=cfg.policy == "sampled")
+    return {"policy": cfg.policy, "eval": ev, "playstyle": playstyle(ev),
             "eval_seconds": round(time.perf_counter() - t0, 1)}
 
 
@@ -340,7 +354,8 @@ def format_table(res: dict[str, Any]) -> str:
         + f"  {'pooled W/D/L':<14}  {'win [95% CI]':<19}  spread"
     lines = [f"bench learn {res['config']} ({res['kind']}, roles {','.join(res['roles'])}): "
              f"{len(seeds)} seed(s), budget {res['budget_steps']:,} env steps, "
-             f"{res['matches']} fresh matches per opponent, deterministic policy", head]
+             f"{res['matches']} fresh matches per opponent, {res.get('policy', 'deterministic')} "
+             "policy", head]
     lines += _opponent_rows(res["opponents"], [s["eval"] for s in seeds], res["pooled"])
     if "start_pooled" in res:
         lines.append("the clone each seed started from (before any RL), same matches:")
@@ -375,14 +390,18 @@ def _rate(r: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = command_parser("bench learn", "Train a recipe (configs/learn/NAME.toml) over several seeds and judge the "
-        "deterministic policy that ships against the baseline and every CPU level on fresh "
-        "matches, with 95 % Wilson intervals (docs/benchmarks.md, Learning).")
+        "policy that ships (deterministic, or sampled) against the baseline and every CPU level "
+        "on fresh matches, with 95 % Wilson intervals (docs/benchmarks.md, Learning).")
     ap.add_argument("config", help="a recipe file, or the NAME of configs/learn/NAME.toml")
     ap.add_argument("--seeds", default=None, help="comma list overriding the recipe's seeds")
     ap.add_argument("--out", default=None, help="where the runs go (default runs/bench/NAME)")
     ap.add_argument("--matches", type=int, default=None, help="fresh matches per opponent")
     ap.add_argument("--eval-envs", type=int, default=EVAL_ARENAS,
                     help=f"evaluation arenas, every opponent's matches at once (default {EVAL_ARENAS})")
+    ap.add_argument("--policy", choices=POLICIES, default=None,
+                    help="the policy judged: the deterministic mean (`export`) or the sampled "
+                    "policy (`export --sampled`); default the recipe's eval.policy "
+                    "(deterministic). A finished run is judged again without training")
     add_progress_flag(ap)
     add_json_flag(ap)
     args = ap.parse_args(argv)
@@ -390,7 +409,9 @@ def main(argv: list[str] | None = None) -> int:
         cfg = LearnConfig.load(args.config)
         if args.matches is not None:
             cfg.matches = args.matches
-            cfg.validate()
+        if args.policy is not None:
+            cfg.policy = args.policy
+        cfg.validate()
         seeds = tuple(int(s) for s in args.seeds.split(",")) if args.seeds else None
     except ValueError as e:
         ap.error(str(e))

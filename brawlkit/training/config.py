@@ -149,8 +149,9 @@ class TrainConfig:
     # --- opponents: the CPU curriculum, or one fixed opponent
     opponent: str | None = _opt(None, "train against this one opponent alone instead of the CPU "
                                 "curriculum: cpu:L, baseline, or the path of a policy .bpw "
-                                "(`export`), played deterministic as the league's frozen members "
-                                "are, at its own action repeat, which must be this run's. What "
+                                "(`export`), played as the league's frozen members are (its mean; "
+                                "a sampled blob, `export --sampled`, with its noise), at its own "
+                                "action repeat, which must be this run's. What "
                                 "`bench exploit` trains its exploiters with; not with "
                                 "--league-dir; baseline or a .bpw need --vec inproc, no --ray",
                                 metavar="SPEC")

@@ -285,14 +285,18 @@ def opponent_seed(opponent: str) -> int:
 
 
 def evaluate_shipped(checkpoint: str | Path, opponents: tuple[str, ...], matches: int,
-                     n_envs: int = EVAL_ARENAS, progress: bool = True) -> dict[str, dict[str, Any]]:
-    """The deterministic policy of ``checkpoint`` against each opponent on ``matches``
-    fresh seeds: win/draw/loss, the win rate's 95 % Wilson interval, the playstyle.  All
-    opponents' matches play at once on ``n_envs`` arenas of one server."""
+                     n_envs: int = EVAL_ARENAS, progress: bool = True,
+                     sampled: bool = False) -> dict[str, dict[str, Any]]:
+    """The deterministic policy of ``checkpoint`` (``sampled``: its sampled policy, as
+    ``export --sampled`` ships it) against each opponent on ``matches`` fresh seeds:
+    win/draw/loss, the win rate's 95 % Wilson interval, the playstyle.  All opponents'
+    matches play at once on ``n_envs`` arenas of one server."""
     limit_threads()
-    det, _ = load_policies(checkpoint)
-    kw: dict[str, Any] = {"action_repeat": det.meta.action_repeat,
-                          "input_layout": det.meta.input_layout}
+    det_policy, sampled_policy = load_policies(checkpoint)
+    det: PolicyFn = sampled_policy if sampled else det_policy
+    meta = det_policy.meta
+    kw: dict[str, Any] = {"action_repeat": meta.action_repeat,
+                          "input_layout": meta.input_layout}
     specs = {opp: (BaselinePolicy() if opp == BASELINE_ID else opp) for opp in opponents}
     jobs = [(specs[opp], opponent_seed(opp) + j) for opp in opponents for j in range(matches)]
     bar = _bar(len(jobs), f"eval {Path(checkpoint).name}", progress)
