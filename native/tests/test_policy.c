@@ -4,7 +4,8 @@
  * run live in tests/test_policy_native.py; this file checks what C alone can:
  * the tanh approximation's error, fast vs reference forward, every truncation
  * and header lie (format versions 1 and 2), the v2 header fields and their
- * refusals, LZ4 and shuffled round trips, the action decoder.
+ * refusals, the v3 noise section and the sampling stream (splitmix64's published
+ * first output), LZ4 and shuffled round trips, the action decoder.
  */
 #include <lz4frame.h>
 #include <math.h>
@@ -179,7 +180,7 @@ static void test_refusals(const uint8_t *good, size_t n, int hb)
         CHECK(refused(b, n, want), "header %d: mutation off=%d val=%u", hb, (off), (unsigned)(val)); \
     } while (0)
     MUT(0, 0x32575042u, "magic"); /* "BPW2" */
-    MUT(4, 3, "unknown version 3");
+    MUT(4, 4, "unknown version 4");
     MUT(4, 0, "unknown version 0");
     MUT(4, 0xFFFFFFFFu, "unknown version");
     MUT(8, 0, "n_layers");
@@ -420,6 +421,93 @@ static void test_decode(void)
     CHECK(sx == 0.0f && sy == 0.25f && b == (2u | 4u), "decode 2: %g %g %u", sx, sy, b);
 }
 
+/* v2's blob as version 3 with a noise section (kind, 6 stds) appended */
+static uint8_t *make_v3(const uint8_t *v2, size_t n2, uint32_t kind, const float std[6],
+                        size_t *n)
+{
+    uint8_t *b = malloc(n2 + 4 + 24);
+    memcpy(b, v2, n2);
+    put32(b + 4, 3);
+    put32(b + n2, kind);
+    for (int i = 0; i < 6; i++) {
+        putf(b + n2 + 4 + 4 * i, std[i]);
+    }
+    *n = n2 + 4 + 24;
+    return b;
+}
+
+/* the v3 noise section: loads and is reported; every bad kind / std / size refused;
+ * the sampler draws splitmix64's published stream and adds std * z to the mean */
+static void test_v3_noise(const uint8_t *v2, size_t n2)
+{
+    const float std[6] = {0.5f, 0.25f, 1.0f, 2.0f, 0.125f, 100.0f};
+    size_t n;
+    uint8_t *b = make_v3(v2, n2, BP_BPW_NOISE_GAUSSIAN, std, &n);
+    char err[256];
+    BpPolicy *p = bp_policy_load_mem(b, n, err, sizeof err);
+    CHECK(p != NULL, "v3 load: %s", err);
+    if (p) {
+        CHECK(bp_policy_version(p) == 3, "v3 version %d", bp_policy_version(p));
+        const float *got = bp_policy_noise_std(p);
+        CHECK(got && !memcmp(got, std, sizeof std), "v3 noise std not as written");
+        float x[31], mean[6], a[6], z[6];
+        for (int i = 0; i < 31; i++) {
+            x[i] = (float)(i % 3) * 0.4f - 0.4f;
+        }
+        bp_policy_forward(p, x, mean);
+        BpNoise s1, s2;
+        bp_noise_seed(&s1, 99);
+        bp_noise_seed(&s2, 99);
+        bp_policy_sample(p, x, &s1, a);
+        bp_noise_normals(&s2, z, 6);
+        for (int i = 0; i < 6; i++) {
+            float v = mean[i] + std[i] * z[i];
+            v = v < -1.0f ? -1.0f : (v > 1.0f ? 1.0f : v);
+            CHECK(a[i] == v, "sample[%d] %g != clip(mean + std*z) %g", i, (double)a[i], (double)v);
+        }
+        CHECK(s1.state == s2.state, "one decision draws ceil(6/2) pairs");
+    }
+    bp_policy_free(p);
+    /* v2 blobs have no noise; bp_policy_sample then plays the mean and draws nothing */
+    p = bp_policy_load_mem(v2, n2, err, sizeof err);
+    if (p) {
+        CHECK(bp_policy_noise_std(p) == NULL, "v2 blob reports noise");
+        float x[31] = {0}, mean[6], a[6];
+        BpNoise s = {5};
+        bp_policy_forward(p, x, mean);
+        bp_policy_sample(p, x, &s, a);
+        CHECK(!memcmp(mean, a, sizeof a) && s.state == 5, "v2 sample is not the mean");
+    }
+    bp_policy_free(p);
+    /* refusals */
+    CHECK(refused(b, n - 4, "truncated noise section"), "v3 missing a std");
+    CHECK(refused(b, n2, "truncated noise section"), "v3 without its section");
+    CHECK(refused(v2, n2 - 4, "truncated payload"), "v2 payload cut");
+    uint8_t *longer = calloc(1, n + 4);
+    memcpy(longer, b, n);
+    CHECK(refused(longer, n + 4, "trailing data"), "v3 with trailing bytes");
+    free(longer);
+    free(b);
+    b = make_v3(v2, n2, 2, std, &n);
+    CHECK(refused(b, n, "unknown noise kind 2"), "noise kind 2");
+    free(b);
+    const float bad[4] = {0.0f, -0.5f, 100.5f, NAN};
+    for (int k = 0; k < 4; k++) {
+        float s2[6];
+        memcpy(s2, std, sizeof s2);
+        s2[3] = bad[k];
+        b = make_v3(v2, n2, BP_BPW_NOISE_GAUSSIAN, s2, &n);
+        CHECK(refused(b, n, "noise std[3]"), "noise std %g", (double)bad[k]);
+        free(b);
+    }
+    /* splitmix64 from state 0: first output 0xE220A8397B1DCDAF (Vigna's reference) */
+    BpNoise s = {0};
+    double u = bp_noise_uniform(&s);
+    CHECK(u == ((double)(0xE220A8397B1DCDAFull >> 11) + 0.5) * 0x1p-53,
+          "splitmix64 first uniform %.17g", u);
+    CHECK(s.state == 0x9E3779B97F4A7C15ull, "splitmix64 state after one draw");
+}
+
 int main(void)
 {
     size_t n1, n2;
@@ -433,6 +521,7 @@ int main(void)
     test_misc_refusals();
     test_versions(v1, n1, v2, n2);
     test_v2_fields(v2);
+    test_v3_noise(v2, n2);
     test_lz4(v1, n1);
     test_lz4(v2, n2);
     test_decode();
