@@ -203,7 +203,8 @@ def test_bad_requests_get_422_naming_the_field(served: Listening) -> None:
 @pytest.mark.training
 def test_zip_and_its_bpw_choose_the_same_moves(league: Path, tmp_path: Path) -> None:
     """The SB3 zip and its exported .bpw answer alike; the blob (mean only) with logprob 0,
-    the zip with the Gaussian's mass on the move (a probability: logprob <= 0)."""
+    the zip with the Gaussian's mass on the move (a probability: logprob <= 0), and the
+    sampled blob (``export --sampled``, the std in it) with the zip's own logprob."""
     from brawlkit.export.cli import export_checkpoint
     from brawlkit.league.directory import LeagueDir
     from brawlkit.policy_server.policy import CheckpointPolicy, MoveRequest
@@ -211,16 +212,19 @@ def test_zip_and_its_bpw_choose_the_same_moves(league: Path, tmp_path: Path) -> 
     art = LeagueDir(league, create=False).member(MEMBER).checkpoint
     assert art is not None
     export_checkpoint(league / art, tmp_path / "p.bpw")
+    export_checkpoint(league / art, tmp_path / "s.bpw", sampled=True)
     z, b = CheckpointPolicy(league / art), CheckpointPolicy(tmp_path / "p.bpw")
-    assert z.decision_ticks == b.decision_ticks == 4
+    s = CheckpointPolicy(tmp_path / "s.bpw")
+    assert z.decision_ticks == b.decision_ticks == s.decision_ticks == 4
     rng = np.random.default_rng(0)
     for _ in range(50):
         req = good_request()
         req["self"].update(x=float(rng.uniform(-100, 100)), damage=float(rng.uniform(0, 150)))
         req["last_moves"] = list(rng.choice(NAMES, size=int(rng.integers(0, 5))))
         r = MoveRequest.model_validate(req)
-        (mz, lz), (mb, lb) = z.choose(r), b.choose(r)
-        assert mz == mb and lb == 0.0 and -math.log(1043) <= lz <= 0.0
+        (mz, lz), (mb, lb), (ms, ls) = z.choose(r), b.choose(r), s.choose(r)
+        assert mz == mb == ms and lb == 0.0 and -math.log(1043) <= lz <= 0.0
+        assert ls == pytest.approx(lz, abs=1e-6)
 
 
 @pytest.mark.servers

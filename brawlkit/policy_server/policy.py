@@ -159,7 +159,9 @@ class CheckpointPolicy:
         self.log_std: np.ndarray | None
         if self.path.suffix == ".bpw":
             self.net = NumpyPolicy(self.path)
-            self.log_std = None  # a blob carries the mean only
+            # a version-3 blob carries the std it trained with; a version-2 blob the mean only
+            std = self.net.noise_std
+            self.log_std = None if std is None else np.log(std.astype(np.float64)).astype(np.float32)
         else:
             meta = checkpoint_meta(self.path)
             sb3 = load_sb3_policy(self.path)

@@ -61,12 +61,13 @@ OPPONENT_FORMS = "cpu:L (L in 1..8), baseline, member:ID, endpoint:URL or a .bpw
 class PolicyFileOpponent:
     """A policy file as the opponent: a ``.bpw`` (raw or LZ4) or an SB3 checkpoint
     ``.zip``, playing its deterministic mean (clipped) — what ``brawlpit_bot`` and
-    ``eval`` play — at the action repeat it was trained with, reading the first values
-    of the env's layout-2 input (every layout starts with the 31 observation values)."""
+    ``eval`` play; a sampled ``.bpw`` (version 3) with its noise, as the bot plays it —
+    at the action repeat it was trained with, reading the first values of the env's
+    layout-2 input (every layout starts with the 31 observation values)."""
 
     def __init__(self, path: Path, env_layout: int = 2) -> None:
         from brawlkit.env.observation import INPUT_LAYOUTS, INPUT_NAMES
-        from brawlkit.export.actor import NumpyPolicy, load_checkpoint
+        from brawlkit.export.actor import NoiseStream, NumpyPolicy, load_checkpoint
 
         if path.suffix == ".zip":
             meta, policy = load_checkpoint(path)
@@ -81,11 +82,15 @@ class PolicyFileOpponent:
         self._n = INPUT_LAYOUTS[layout]
         self.period = max(1, int(self.policy.meta.action_repeat))
         self.label = path.stem
+        self.noise = NoiseStream(0)
 
     def __call__(self, obs: Any) -> Any:
         import numpy as np
 
-        return self.policy.act(np.asarray(obs, np.float32)[..., :self._n])
+        x = np.asarray(obs, np.float32)[..., :self._n]
+        if self.policy.noise_std is not None:
+            return self.policy.sample(x, self.noise)
+        return self.policy.act(x)
 
 
 def resolve_opponent(spec: str, league_dir: str | None = None, *, decision_ticks: int = 4,
