@@ -268,11 +268,11 @@ class NumpyPolicy:
 
     @classmethod
     def from_sb3(cls, policy: Any, meta: PolicyMeta | None = None,
-                 sampled: bool = False, noise_scale: float = 1.0) -> NumpyPolicy:
+                 sampled: bool = False) -> NumpyPolicy:
         """The exporter's own path: SB3 policy -> blob -> numpy (what the C bot would play).
-        ``sampled``: carry the policy's Gaussian std (times ``noise_scale``)."""
+        ``sampled``: carry the policy's Gaussian std (``export --sampled``)."""
         return cls(pack_bpw(actor_layers(policy), meta,
-                            noise_std=policy_std(policy) * noise_scale if sampled else None))
+                            noise_std=policy_std(policy) if sampled else None))
 
     def forward(self, obs: np.ndarray) -> np.ndarray:
         x = np.asarray(obs, dtype=np.float32)
@@ -296,6 +296,11 @@ class NumpyPolicy:
         mu = self.forward(obs)
         z = noise.normals(int(np.prod(mu.shape[:-1], dtype=np.int64)), self.act_dim)
         return np.clip(mu + self.noise_std * z.reshape(mu.shape), -1.0, 1.0).astype(np.float32)
+
+    def play(self, obs: np.ndarray, noise: NoiseStream) -> np.ndarray:
+        """The action as the blob says it plays (what ``brawlpit_bot`` sends): sampled from
+        ``noise`` for a version-3 blob, the clipped mean otherwise."""
+        return self.act(obs) if self.noise_std is None else self.sample(obs, noise)
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
         return self.act(obs)

@@ -153,10 +153,7 @@ class FrozenOpponent:
     batched = True
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
-        x = np.asarray(obs, np.float32)[..., :self._n]
-        if self.policy.noise_std is not None:
-            return self.policy.sample(x, self.noise)
-        return self.policy.act(x)
+        return self.policy.play(np.asarray(obs, np.float32)[..., :self._n], self.noise)
 
 
 def fixed_opponent(spec: str, env_layout: int, action_repeat: int, noise_seed: int = 0) -> Any:

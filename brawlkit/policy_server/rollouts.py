@@ -87,10 +87,7 @@ class PolicyFileOpponent:
     def __call__(self, obs: Any) -> Any:
         import numpy as np
 
-        x = np.asarray(obs, np.float32)[..., :self._n]
-        if self.policy.noise_std is not None:
-            return self.policy.sample(x, self.noise)
-        return self.policy.act(x)
+        return self.policy.play(np.asarray(obs, np.float32)[..., :self._n], self.noise)
 
 
 def resolve_opponent(spec: str, league_dir: str | None = None, *, decision_ticks: int = 4,
