@@ -293,7 +293,7 @@ def evaluate_shipped(checkpoint: str | Path, opponents: tuple[str, ...], matches
     matches play at once on ``n_envs`` arenas of one server."""
     limit_threads()
     det_policy, sampled_policy = load_policies(checkpoint)
-    det: PolicyFn = sampled_policy if sampled else det_policy
+    judged: PolicyFn = sampled_policy if sampled else det_policy
     meta = det_policy.meta
     kw: dict[str, Any] = {"action_repeat": meta.action_repeat,
                           "input_layout": meta.input_layout}
@@ -307,7 +307,7 @@ def evaluate_shipped(checkpoint: str | Path, opponents: tuple[str, ...], matches
 
     try:
         with _eval_envs(None, n_envs, len(jobs), kw) as envs:
-            by_opp = _by_opponent(play_matches(det, jobs, envs, on_match=tick))
+            by_opp = _by_opponent(play_matches(judged, jobs, envs, on_match=tick))
     finally:
         if bar is not None:
             bar.close()
