@@ -86,7 +86,7 @@ $(LLM_STAMP): requirements-llm.txt $(STAMP)
 	touch $@
 
 pytest: build wheelhouse testdeps $(LLM_STAMP)
-	BRAWLKIT_TEST_WHEELHOUSE=$(abspath $(WHEELHOUSE)) $(VPY) -m pytest -q tests
+	BRAWLKIT_TEST_WHEELHOUSE=$(abspath $(WHEELHOUSE)) $(VPY) -m pytest -q --durations=30 tests
 
 # the unit tier only (no servers, no training, no notebooks): well under a minute
 test-fast: build

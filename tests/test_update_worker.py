@@ -147,10 +147,10 @@ def test_a_worker_closed_unused_or_orphaned_ends_quietly(capfd: pytest.CaptureFi
     """Started early (before the model has a rollout) and closed without an update, or
     left when its trainer dies: the process ends by itself, with nothing on stderr."""
     worker = update_worker.UpdateWorker()
-    worker.close()
-    assert worker._proc.wait(10) == 0
+    worker.close()  # waits for the worker to end by itself (STOP_GRACE_S)
+    assert worker._proc.wait(1) == 0
     orphan = update_worker.UpdateWorker()
     orphan._conn.close()  # what a killed trainer leaves: the socket's other end closed
-    assert orphan._proc.wait(10) == 0
+    assert orphan._proc.wait(update_worker.STOP_GRACE_S) == 0
     orphan.close()
     assert "Traceback" not in capfd.readouterr().err

@@ -255,18 +255,27 @@ class UpdateWorker:
         self._finalizer()
 
 
+#: how long a closed worker has to end by itself before it is terminated.  Generous
+#: because a worker closed while still importing torch and SB3 ends only after them, and
+#: on a loaded 2-core machine that import alone has taken more than 5 s (a CI run saw the
+#: worker terminated, exit -15, by the 5 s this used to be).
+STOP_GRACE_S = 60.0
+
+
 def _stop(conn: Connection, proc: subprocess.Popen[bytes]) -> None:
-    """Ask the worker to end; terminate it if it does not within a few seconds."""
+    """Ask the worker to end; terminate it if it does not within :data:`STOP_GRACE_S`."""
     try:
         _send(conn, None)
     except (OSError, ValueError):
         pass
+    # closed before the wait: a worker blocked sending a result nobody collects gets a
+    # broken pipe and ends, rather than waiting out the grace
+    conn.close()
     try:
-        proc.wait(5.0)
+        proc.wait(STOP_GRACE_S)
     except subprocess.TimeoutExpired:
         proc.terminate()
         proc.wait(5.0)
-    conn.close()
 
 
 if __name__ == "__main__":  # the worker: python -m brawlkit.training.update_worker FD
