@@ -140,11 +140,12 @@ def test_sampled_blob_plays_the_same_match_in_c_and_python(bot_bin, server_facto
     """What ships can be the sampled policy (``export --sampled``, a version-3 blob):
     brawlpit_bot draws match k's noise from a stream seeded S + k, and Python playing the
     same blob with ``NoiseStream(S)`` in BrawlpitEnv, lockstep against the same CPU and
-    match seed, plays the same match step for step.  ``--deterministic`` plays its mean."""
+    match seed, plays the same match step for step.  ``--deterministic`` plays its mean.
+    The policy reads input layout 3, so the C bot's clock is checked in the same match."""
     from brawlkit.env import BrawlpitEnv
     from brawlkit.export.actor import NoiseStream
 
-    large_weight_checkpoint(tmp_path / "ppo.zip", seed=12)
+    large_weight_checkpoint(tmp_path / "ppo.zip", seed=12, input_layout=3)
     export_checkpoint(tmp_path / "ppo.zip", tmp_path / "s.bpw", compress="shuffle", sampled=True)
     pol = NumpyPolicy(tmp_path / "s.bpw")
     assert pol.noise_std is not None
@@ -165,7 +166,7 @@ def test_sampled_blob_plays_the_same_match_in_c_and_python(bot_bin, server_facto
         env.close()
     winner, ticks, err = run_bot(bot_bin, server_factory, tmp_path / "s.bpw",
                                  tmp_path / "trace.txt", seed=seed, level=level)
-    assert "bpw v3" in err and "sampled" in err, err
+    assert "bpw v3, input layout 3" in err and "sampled" in err, err
     rows = np.loadtxt(tmp_path / "trace.txt", ndmin=2)
     c_steps = [(int(r[1]), float(r[2]), float(r[3]), int(r[4])) for r in rows]
     same = sum(1 for p, c in zip(py_steps, c_steps, strict=False)

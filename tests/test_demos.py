@@ -382,7 +382,7 @@ def assert_python_builds_the_same_inputs_replay(ds: dm.DemoSet) -> None:
     ({"teacher_slot": 2}, "teacher_slot"),
     ({"action_repeat": 0}, "action_repeat"),
     ({"action_repeat": C.BP_MAX_REPEAT + 1}, "action_repeat"),
-    ({"input_layout": 3}, "input_layout"),
+    ({"input_layout": 4}, "input_layout"),
     ({"beta": 1.5}, "beta"),
     ({"beta": 0.5}, "beta"),  # no student
     ({"label_rule": "carried"}, "label_rule"),

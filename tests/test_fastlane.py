@@ -23,7 +23,12 @@ from helpers import LossyProxy, c_layout
 from brawlkit.env import BrawlpitEnv, EnvError
 from brawlkit.env import fastlane as F
 from brawlkit.env.actions import decode_action
-from brawlkit.env.observation import INPUT_LAYOUT_OBS, INPUT_LAYOUT_SELF, build_input
+from brawlkit.env.observation import (
+    INPUT_LAYOUT_CLOCK,
+    INPUT_LAYOUT_OBS,
+    INPUT_LAYOUT_SELF,
+    build_input,
+)
 from brawlkit.env.rewards import make_reward
 from brawlkit.env.vecenv import BrawlpitVecEnv
 from brawlkit.wire import protocol as P
@@ -54,7 +59,7 @@ def _player(x: float, damage: float = 0.0) -> P.PlayerState:
     return P.PlayerState(x, 1.5, 0.25, -0.5, damage, 40.0, 3, 1, 1, 2, 0, 1, 0)
 
 
-@pytest.mark.parametrize("layout", [INPUT_LAYOUT_OBS, INPUT_LAYOUT_SELF])
+@pytest.mark.parametrize("layout", [INPUT_LAYOUT_OBS, INPUT_LAYOUT_SELF, INPUT_LAYOUT_CLOCK])
 def test_bpv_step_packs_like_python_and_drops_what_python_drops(layout: int) -> None:
     """Against a fake server: the CMD is the Python packer's bytes; five bad answers
     (short, wrong magic, other match, stale tick, a NaN) are skipped and counted; the

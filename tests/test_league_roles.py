@@ -137,6 +137,11 @@ def test_frozen_opponent_plays_its_blob_and_reads_a_layout_prefix(tmp_path):
         [ex.Layer(np.zeros((6, 79), np.float32), np.zeros(6, np.float32), 0)], ex.PolicyMeta(4, 2, "")))
     with pytest.raises(ValueError, match="layout 2"):
         FrozenOpponent(Member(id="w", role="main", blob="w.bpw"), tmp_path, env_layout=1)
+    # a layout-2 member in a layout-3 env (the clock appended) reads its 79 values
+    clock_obs = np.append(rng.uniform(-1, 1, 79), 0.5).astype(np.float32)
+    w = FrozenOpponent(Member(id="w", role="main", blob="w.bpw"), tmp_path, env_layout=3)
+    np.testing.assert_array_equal(w(clock_obs), FrozenOpponent(
+        Member(id="w", role="main", blob="w.bpw"), tmp_path, env_layout=2)(clock_obs[:79]))
 
 
 def test_baseline_walks_in_and_attacks():

@@ -289,6 +289,26 @@ def test_invalid_move_is_replaced_by_no_move_and_penalised(tmp_path: Path) -> No
 
 
 @pytest.mark.servers
+def test_policy_files_of_every_layout_play_against_an_endpoint(tmp_path: Path) -> None:
+    """``--vs FILE``: the env builds the widest input layout, so a layout-2 blob and a
+    layout-3 (clock) blob each read their own first values and play a whole stretch."""
+    from helpers import large_weight_checkpoint
+
+    from brawlkit.export.cli import export_checkpoint
+
+    ep = example(tmp_path)
+    try:
+        for layout in (2, 3):
+            large_weight_checkpoint(tmp_path / f"l{layout}.zip", seed=layout, input_layout=layout)
+            export_checkpoint(tmp_path / f"l{layout}.zip", tmp_path / f"l{layout}.bpw")
+            m = play("--endpoint", ep.url, "--vs", str(tmp_path / f"l{layout}.bpw"), "--member",
+                     "scripted", "--max-ticks", "240")["matches"][0]
+            assert m["ticks"] == 240 and m["opponent"] == f"l{layout}", m
+    finally:
+        ep.stop()
+
+
+@pytest.mark.servers
 def test_play_refuses_a_league_dir_without_a_member(tmp_path: Path) -> None:
     ep = example(tmp_path)
     try:

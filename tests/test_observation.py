@@ -71,6 +71,20 @@ def test_known_values() -> None:
     assert o[30] == f(-1 / C.BP_STOCKS)
 
 
+def test_layout_3_is_layout_2_and_the_share_of_the_match_left() -> None:
+    """The clock (docs/observation.md, layout 3): ticks_left / BP_MATCH_TICKS, clipped."""
+    from brawlkit.env.observation import INPUT_NAMES, build_input
+
+    p0, p1 = P(x=-40.0, damage=30.0), P(x=40.0, facing=-1)
+    for t, want in ((C.BP_MATCH_TICKS, 1.0), (0, 0.0), (C.BP_MATCH_TICKS // 2, 0.5),
+                    (1800, np.float32(1800 / C.BP_MATCH_TICKS)), (C.BP_MATCH_TICKS + 500, 1.0)):
+        pkt = snapshot_bytes(p0, p1, t)
+        three, two = build_input(pkt, 0, 3, (0.5, -1.0, 3)), build_input(pkt, 0, 2, (0.5, -1.0, 3))
+        assert three.shape == (80,) and three[79] == want, t
+        np.testing.assert_array_equal(three[:79], two)
+    assert INPUT_NAMES[3][-1] == "clock" and INPUT_NAMES[3][:79] == INPUT_NAMES[2]
+
+
 def test_slot_symmetry() -> None:
     pkt = snapshot_bytes(P(x=-30.0, vx=1.0, damage=40.0, stocks=2),
                          P(x=60.0, y=30.0, vy=-2.0, damage=10.0, facing=-1), 1000)

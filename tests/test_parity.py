@@ -8,6 +8,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
 from helpers import ROOT, run_cli
 
 from brawlkit.env.observation import OBS_DIM
@@ -67,7 +68,7 @@ def test_unwritten_dimension_is_caught(cc, tmp_path: Path) -> None:
     r = run_cli("parity", "--states", "500", "--json", "--obs-bin", str(bad))
     assert r.returncode == 1
     last = json.loads(r.stdout.strip().splitlines()[-1])
-    assert last["ok"] is False and set(last["layouts"]) == {"1", "2"}
+    assert last["ok"] is False and set(last["layouts"]) == {"1", "2", "3"}
     assert all(lay["worst_dim"] == 30 and not lay["ok"] for lay in last["layouts"].values())
     assert "MISMATCH" in r.stdout
 
@@ -103,12 +104,25 @@ def test_obs_tool_rejects_bad_records(obs_bin: Path, tmp_path: Path) -> None:
         assert r.returncode == 1 and msg in r.stderr, r.stderr
 
 
-def test_policy_input_layout_2_parity_10k_states(obs_bin: Path) -> None:
+@pytest.mark.parametrize("layout", [2, 3])
+def test_policy_input_layouts_2_and_3_parity_10k_states(obs_bin: Path, layout: int) -> None:
     """The layout-2 policy input (observation + previous command + own fighter state +
-    both action states) is bit-identical in C and Python."""
-    res = parity.run(states=10_000, seed=11, obs_bin=obs_bin, layout=2)
+    both action states), and layout 3 (that + the match clock), are bit-identical in C
+    and Python."""
+    res = parity.run(states=10_000, seed=11, obs_bin=obs_bin, layout=layout)
     assert res["ok"] and res["max_abs_diff"] == 0.0, res["examples"]
-    assert len(res["per_dim"]) == 79 and res["per_dim"][31]["name"] == "prev_stick_x"
+    assert len(res["per_dim"]) == 77 + layout and res["per_dim"][31]["name"] == "prev_stick_x"
+    if layout == 3:
+        assert res["per_dim"][79]["name"] == "clock"
+
+
+def test_clock_mutant_is_caught_and_layouts_1_2_are_untouched(cc, tmp_path: Path) -> None:
+    """The clock of layout 3 read as the time *gone* instead of the time left (obs.c)."""
+    bad = _mutant(cc, tmp_path, lambda s: s.replace(
+        "clip(D(ticks_left) / D(BP_MATCH_TICKS)", "clip(1.0 - D(ticks_left) / D(BP_MATCH_TICKS)"))
+    res = parity.run(states=2_000, seed=4, obs_bin=bad, layout=3)
+    assert not res["ok"] and res["worst_dim_name"] == "clock"
+    assert parity.run(states=2_000, seed=4, obs_bin=bad, layout=2)["ok"]
 
 
 def test_layout_2_mutant_is_caught_and_layout_1_is_untouched(cc, tmp_path: Path) -> None:

@@ -242,15 +242,20 @@ def build_observations(snaps: Sequence[bytes | Snapshot], slots: Sequence[int]) 
 
 # ----------------------------------------------------------------- policy input layouts
 #: layout 1 = exactly the 31-value observation; layout 2 = the observation, then what a
-#: player knows of its own fighter and controller (docs/observation.md "Policy input
-#: layouts"); native/src/obs.c's bp_input_build is the twin.  A .bpw blob and a
-#: checkpoint record which one their network reads.
+#: player knows of its own fighter and controller; layout 3 = layout 2, then the match
+#: clock (docs/observation.md "Policy input layouts"); native/src/obs.c's bp_input_build
+#: is the twin.  A .bpw blob and a checkpoint record which one their network reads.
 INPUT_LAYOUT_OBS: int = int(C.BP_INPUT_LAYOUT_OBS)
 INPUT_LAYOUT_SELF: int = int(C.BP_INPUT_LAYOUT_SELF)
+INPUT_LAYOUT_CLOCK: int = int(C.BP_INPUT_LAYOUT_CLOCK)
 INPUT_LAYOUT = INPUT_LAYOUT_SELF
 """the layout training uses by default"""
-INPUT_LAYOUTS: dict[int, int] = {INPUT_LAYOUT_OBS: OBS_DIM, INPUT_LAYOUT_SELF: int(C.BP_INPUT_SELF_DIM)}
+INPUT_LAYOUTS: dict[int, int] = {INPUT_LAYOUT_OBS: OBS_DIM, INPUT_LAYOUT_SELF: int(C.BP_INPUT_SELF_DIM),
+                                 INPUT_LAYOUT_CLOCK: int(C.BP_INPUT_CLOCK_DIM)}
 """known layouts -> their input size"""
+INPUT_LAYOUT_WIDEST = INPUT_LAYOUT_CLOCK
+"""the layout every other one is the start of: what an env builds whose inputs only its
+policy opponents read (each reads its own layout's first values), e.g. ``/move``'s"""
 
 _AS = int(C.BP_AS_COUNT)
 _HIT = float(C.BP_INPUT_HITSTUN_SCALE)
@@ -268,6 +273,8 @@ assert (C.BP_INPUT_PREV_OFFSET, C.BP_INPUT_FLAGS_OFFSET, C.BP_INPUT_JUMP_OFFSET,
         C.BP_INPUT_HITSTUN_OFFSET, C.BP_INPUT_SELF_STATE_OFFSET, C.BP_INPUT_OTHER_STATE_OFFSET,
         C.BP_INPUT_SELF_DIM) == (OBS_DIM, OBS_DIM + 6, OBS_DIM + 12, OBS_DIM + 13, OBS_DIM + 14,
                                  OBS_DIM + 14 + _AS, OBS_DIM + 14 + 2 * _AS), "the append order below"
+assert (C.BP_INPUT_CLOCK_OFFSET, C.BP_INPUT_CLOCK_DIM) == (C.BP_INPUT_SELF_DIM, C.BP_INPUT_SELF_DIM + 1)
+_MATCH_TICKS = float(C.BP_MATCH_TICKS)
 
 #: names of each layout's values, in order (tables, plots, the parity check)
 INPUT_NAMES: dict[int, tuple[str, ...]] = {
@@ -280,10 +287,12 @@ INPUT_NAMES: dict[int, tuple[str, ...]] = {
         *(f"self_state_{n}" for n in _STATE_NAMES), *(f"other_state_{n}" for n in _STATE_NAMES),
     ),
 }
+INPUT_NAMES[INPUT_LAYOUT_CLOCK] = (*INPUT_NAMES[INPUT_LAYOUT_SELF], "clock")
+assert all(INPUT_NAMES[INPUT_LAYOUT_WIDEST][:n] == INPUT_NAMES[k] for k, n in INPUT_LAYOUTS.items())
 assert all(len(INPUT_NAMES[k]) == n for k, n in INPUT_LAYOUTS.items())
 
 Command = tuple[float, float, int]
-#: the command before a match's first step (what layout 2 starts from)
+#: the command before a match's first step (what layouts 2 and 3 start from)
 NEUTRAL_COMMAND: Command = (0.0, 0.0, 0)
 
 
@@ -306,7 +315,7 @@ def build_input_values(self_p: PlayerState, other_p: PlayerState, ticks_left: in
     out = build_observation_values(self_p, other_p, ticks_left)
     if layout == INPUT_LAYOUT_OBS:
         return out
-    if layout != INPUT_LAYOUT_SELF:
+    if layout != INPUT_LAYOUT_SELF and layout != INPUT_LAYOUT_CLOCK:
         check_input_layout(layout)
     sx, sy, buttons = prev
     if not (math.isfinite(sx) and math.isfinite(sy)):
@@ -323,6 +332,9 @@ def build_input_values(self_p: PlayerState, other_p: PlayerState, ticks_left: in
     s, o = self_p.action_state, other_p.action_state
     out.extend(_STATE_ONE_HOT[s] if 0 <= s < _AS else _NO_STATE)
     out.extend(_STATE_ONE_HOT[o] if 0 <= o < _AS else _NO_STATE)
+    if layout == INPUT_LAYOUT_CLOCK:  # the share of the match left (docs/observation.md)
+        v = ticks_left / _MATCH_TICKS
+        ap(0.0 if v < 0.0 else (1.0 if v > 1.0 else v))
     return out
 
 

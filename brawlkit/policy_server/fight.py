@@ -39,6 +39,7 @@ import numpy as np
 
 from brawlkit.env.actions import decode_action
 from brawlkit.env.brawlpit import BrawlpitEnv, EnvError
+from brawlkit.env.observation import INPUT_LAYOUT_WIDEST
 from brawlkit.env.rewards import _damage_deltas
 from brawlkit.env.udp_client import UdpClient
 from brawlkit.policy_server.move_reward import hp_diff
@@ -178,9 +179,16 @@ class MoveEnv(BrawlpitEnv):
     of this arena: a :class:`Seat` (another ``/move`` endpoint) or a callable of the
     env's contract (a league member's ``.bpw``: observation -> action), which decides
     every ``opponent_period`` ticks — so a stretch is played in chunks of that length,
-    each chunk one lockstep step of both clients."""
+    each chunk one lockstep step of both clients.
+
+    Its inputs are only the opponent's, so it builds the widest layout by default: a
+    policy of any layout reads its own first values of it."""
 
     opponent_period: int = 4
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("input_layout", INPUT_LAYOUT_WIDEST)
+        super().__init__(**kwargs)
 
     def advance(self, segments: list[tuple[int, int, Command]]) -> Snapshot:
         """Send ``(start tick, ticks, command)`` stretches covering the ticks from the

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from brawlkit.env.brawlpit import EnvError
+from brawlkit.env.observation import INPUT_LAYOUT_WIDEST
 from brawlkit.policy_server.fight import (
     EndpointSeat,
     FightVoid,
@@ -63,9 +64,9 @@ class PolicyFileOpponent:
     ``.zip``, playing its deterministic mean (clipped) — what ``brawlpit_bot`` and
     ``eval`` play; a sampled ``.bpw`` (version 3) with its noise, as the bot plays it —
     at the action repeat it was trained with, reading the first values of the env's
-    layout-2 input (every layout starts with the 31 observation values)."""
+    input (every layout is the start of the widest, which ``MoveEnv`` builds)."""
 
-    def __init__(self, path: Path, env_layout: int = 2) -> None:
+    def __init__(self, path: Path, env_layout: int = INPUT_LAYOUT_WIDEST) -> None:
         from brawlkit.env.observation import INPUT_LAYOUTS, INPUT_NAMES
         from brawlkit.export.actor import NoiseStream, NumpyPolicy, load_checkpoint
 
@@ -120,7 +121,7 @@ def resolve_opponent(spec: str, league_dir: str | None = None, *, decision_ticks
         from brawlkit.league.opponents import FrozenOpponent
 
         member = LeagueDir(league_dir, create=False).member(spec[len(MEMBER_PREFIX):])
-        frozen = FrozenOpponent(member, league_dir, env_layout=2)
+        frozen = FrozenOpponent(member, league_dir, env_layout=INPUT_LAYOUT_WIDEST)
         frozen.period = int(frozen.policy.meta.action_repeat)  # type: ignore[attr-defined]
         return frozen, member.id
     if spec.startswith(ENDPOINT_PREFIX):

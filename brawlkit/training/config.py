@@ -100,7 +100,9 @@ class TrainConfig:
     input_layout: int = _opt(2, "policy input layout (docs/observation.md): 1 = the 31-value "
                              "observation; 2 = it plus the player's previous command, fighter "
                              "state and both action states, so a deterministic policy can "
-                             "press, release and press again", choices=(1, 2))
+                             "press, release and press again; 3 = layout 2 plus the match "
+                             "clock, for a policy that knows how long a lead must hold",
+                             choices=(1, 2, 3))
     reward: str = _opt("tiered", "reward preset (" + " | ".join(REWARD_NAMES) + "), optionally "
                        "with overrides, e.g. 'tiered:win=5,idle_per_s=0.05' (docs/rewards.md)")
     max_episode_steps: int | None = _opt(None, "truncate training episodes after N steps "

@@ -250,8 +250,15 @@
 #define BP_INPUT_OTHER_STATE_OFFSET 62  /* BP_AS_COUNT: other's action_state one-hot */
 /* hitstun ticks that count as 1.0 */
 #define BP_INPUT_HITSTUN_SCALE 60.0f
+/* Layout 3 = layout 2, then the match clock: clip(ticks_left / BP_MATCH_TICKS, 0, 1), the
+ * share of the match left.  The timer decides a match that runs out (more stocks, then
+ * less damage), so a state's value depends on the time left; without it the policy sees
+ * only the posture's `late` flag of the last 30 s (docs/observation.md). */
+#define BP_INPUT_LAYOUT_CLOCK 3
+#define BP_INPUT_CLOCK_DIM 80
+#define BP_INPUT_CLOCK_OFFSET 79 /* 1: ticks_left / BP_MATCH_TICKS, clipped to [0, 1] */
 /* the largest input any layout has (buffers) */
-#define BP_INPUT_MAX_DIM 79
+#define BP_INPUT_MAX_DIM 80
 
 /* ---------------------------------------------------------------- policy blob (.bpw)
  * docs/bpw.md; loader in src/policy.h.  A version-2 header also records how the

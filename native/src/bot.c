@@ -49,7 +49,7 @@
  * runs), and play: for every new SNAPSHOT of the current match (lockstep: each
  * one the server sends when it waits for us; realtime/fastforward: the
  * freshest after draining the socket) build the policy input the weights were
- * trained with (bp_input_from_snapshot, obs.c: the observation, and for layout 2
+ * trained with (bp_input_from_snapshot, obs.c: the observation, and for layouts 2-3
  * also the command the bot sent last step, neutral at a match's start), run
  * bp_policy_forward, decode with bp_action_decode (docs/observation.md:
  * deterministic mean, clipped) and send one CMD {tick = snapshot tick, repeat = R}.
@@ -95,8 +95,9 @@
  * a warning on stderr when it differs.  A reload that changes the action
  * repeat takes effect from the next match.  The bot builds the input layouts
  * obs.c knows (bp_input_dim: 1 = the BP_OBS_DIM-value observation, 2 = it plus
- * the player's previous command and own state, BP_INPUT_SELF_DIM values) with
- * BP_ACT_DIM outputs, and refuses any other layout or size.
+ * the player's previous command and own state, BP_INPUT_SELF_DIM values, 3 = layout 2
+ * plus the match clock, BP_INPUT_CLOCK_DIM values) with BP_ACT_DIM outputs, and
+ * refuses any other layout or size.
  *
  * stdout (flushed per line): one line per finished match, `match <id> winner
  * <w> ticks <t>`, and the `peer ...` lines above.
@@ -175,7 +176,7 @@ typedef struct {
     Packet retry;          /* what a stall re-sends (see "Lost datagrams" above) */
     int repeat;            /* action repeat of the match being played */
     BpNoise noise;         /* the sampling stream, seeded S + k at match k's start */
-    BpCommand prev;        /* the command sent last step (policy input layout 2) */
+    BpCommand prev;        /* the command sent last step (policy input layouts 2, 3) */
     uint32_t match_id, cmd_seq;
     uint32_t nonce_rng;    /* xorshift32 state of the HELLO / RESET nonces (random start) */
     double last_rx, last_tx;
@@ -366,10 +367,10 @@ static int playable(const char *path, const BpPolicy *p, const char *tail)
     if (dim == 0) {
         fprintf(stderr,
                 "bot: weights %s refused: input layout %d is not one this bot can build "
-                "(it builds input layouts %d and %d: the %d-value observation, and it plus "
-                "the player's own state, %d values)%s\n",
-                path, layout, BP_INPUT_LAYOUT_OBS, BP_INPUT_LAYOUT_SELF, BP_OBS_DIM,
-                BP_INPUT_SELF_DIM, tail);
+                "(it builds input layouts %d, %d and %d: the %d-value observation, it plus "
+                "the player's own state, %d values, and that plus the match clock, %d)%s\n",
+                path, layout, BP_INPUT_LAYOUT_OBS, BP_INPUT_LAYOUT_SELF, BP_INPUT_LAYOUT_CLOCK,
+                BP_OBS_DIM, BP_INPUT_SELF_DIM, BP_INPUT_CLOCK_DIM, tail);
         return -1;
     }
     if (bp_policy_obs_dim(p) != dim || bp_policy_act_dim(p) != BP_ACT_DIM) {

@@ -122,7 +122,10 @@ _Static_assert(BP_INPUT_OTHER_STATE_OFFSET == BP_INPUT_SELF_STATE_OFFSET + BP_AS
                "own action state one-hot");
 _Static_assert(BP_INPUT_SELF_DIM == BP_INPUT_OTHER_STATE_OFFSET + BP_AS_COUNT,
                "other's action state one-hot ends layout 2");
-_Static_assert(BP_INPUT_MAX_DIM >= BP_INPUT_SELF_DIM && BP_INPUT_MAX_DIM >= BP_OBS_DIM,
+_Static_assert(BP_INPUT_CLOCK_OFFSET == BP_INPUT_SELF_DIM && BP_INPUT_CLOCK_DIM == BP_INPUT_SELF_DIM + 1,
+               "layout 3 is layout 2 and one clock value");
+_Static_assert(BP_INPUT_MAX_DIM >= BP_INPUT_CLOCK_DIM && BP_INPUT_MAX_DIM >= BP_INPUT_SELF_DIM &&
+                   BP_INPUT_MAX_DIM >= BP_OBS_DIM,
                "BP_INPUT_MAX_DIM holds every layout");
 
 int bp_input_dim(int layout)
@@ -130,6 +133,7 @@ int bp_input_dim(int layout)
     switch (layout) {
     case BP_INPUT_LAYOUT_OBS: return BP_OBS_DIM;
     case BP_INPUT_LAYOUT_SELF: return BP_INPUT_SELF_DIM;
+    case BP_INPUT_LAYOUT_CLOCK: return BP_INPUT_CLOCK_DIM;
     default: return 0;
     }
 }
@@ -166,8 +170,10 @@ void bp_input_build(const NetPlayer *s, const NetPlayer *o, uint32_t ticks_left,
                     const BpCommand *prev, float *out)
 {
     bp_obs_build(s, o, ticks_left, out);
-    if (layout == BP_INPUT_LAYOUT_SELF)
+    if (layout == BP_INPUT_LAYOUT_SELF || layout == BP_INPUT_LAYOUT_CLOCK)
         self_block(s, o, prev, out);
+    if (layout == BP_INPUT_LAYOUT_CLOCK)
+        out[BP_INPUT_CLOCK_OFFSET] = (float)clip(D(ticks_left) / D(BP_MATCH_TICKS), 0.0, 1.0);
 }
 
 static int player_finite(const NetPlayer *p)
@@ -189,7 +195,7 @@ int bp_input_from_snapshot(const uint8_t *pkt, size_t len, int slot, int layout,
         return BP_OBS_ERR_NULL;
     if (bp_input_dim(layout) == 0)
         return BP_OBS_ERR_LAYOUT;
-    if (layout == BP_INPUT_LAYOUT_SELF) {
+    if (layout == BP_INPUT_LAYOUT_SELF || layout == BP_INPUT_LAYOUT_CLOCK) {
         if (!prev)
             return BP_OBS_ERR_NULL;
         if (!isfinite(prev->stick_x) || !isfinite(prev->stick_y))

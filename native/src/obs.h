@@ -38,8 +38,8 @@ void bp_obs_build(const NetPlayer *self, const NetPlayer *other, uint32_t ticks_
 /* commander_posture index (0 neutral .. 4 recover), from the PARENA stdlib. */
 int bp_obs_posture(const NetPlayer *self, const NetPlayer *other, uint32_t ticks_left);
 
-/* The command a player sent last step, as the wire carries it (what input layout 2
- * feeds back to the policy).  A match starts with the neutral command {0, 0, 0}. */
+/* The command a player sent last step, as the wire carries it (what input layouts 2 and 3
+ * feed back to the policy).  A match starts with the neutral command {0, 0, 0}. */
 typedef struct {
     float stick_x;
     float stick_y;
@@ -47,8 +47,8 @@ typedef struct {
 } BpCommand;
 
 /* Input size of policy input `layout` (docs/observation.md "Policy input layouts"):
- * BP_OBS_DIM for BP_INPUT_LAYOUT_OBS, BP_INPUT_SELF_DIM for BP_INPUT_LAYOUT_SELF;
- * 0 for a layout this build does not know. */
+ * BP_OBS_DIM for BP_INPUT_LAYOUT_OBS, BP_INPUT_SELF_DIM for BP_INPUT_LAYOUT_SELF,
+ * BP_INPUT_CLOCK_DIM for BP_INPUT_LAYOUT_CLOCK; 0 for a layout this build does not know. */
 int bp_input_dim(int layout);
 
 /* Build the policy input of `layout` for `slot` from a raw SNAPSHOT datagram and the

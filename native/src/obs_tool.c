@@ -6,7 +6,7 @@
  * IN  is a sequence of 108-byte records: u8 slot, u8 reserved[3] (0), the 92 raw
  *     bytes of one SNAPSHOT datagram exactly as on the wire, then the command the
  *     player sent last step (f32 stick_x, f32 stick_y, u32 buttons; little-endian;
- *     only layout 2 reads it).
+ *     only layouts 2 and 3 read it).
  * OUT gets, per record, bp_input_dim(L) float32 (little-endian) from
  *     bp_input_from_snapshot(); L defaults to 1 (the 31-value observation).  The
  *     output buffer is NaN-filled before each call, so a value the builder forgets
@@ -32,9 +32,9 @@ static int usage(FILE *f, const char *argv0)
             "usage: %s [--layout L] IN OUT\n"
             "  IN   %d-byte records: u8 slot, 3 zero bytes, a SNAPSHOT datagram, the previous\n"
             "       command (f32 stick_x, f32 stick_y, u32 buttons)\n"
-            "  OUT  per record, the layout's input as float32 (layout 1: %d, layout 2: %d)\n"
+            "  OUT  per record, the layout's input as float32 (layout 1: %d, 2: %d, 3: %d)\n"
             "  --layout L  policy input layout (default 1)\n",
-            argv0, REC_SIZE, BP_OBS_DIM, BP_INPUT_SELF_DIM);
+            argv0, REC_SIZE, BP_OBS_DIM, BP_INPUT_SELF_DIM, BP_INPUT_CLOCK_DIM);
     return f == stdout ? 0 : 2;
 }
 

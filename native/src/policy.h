@@ -106,7 +106,7 @@ int bp_policy_act_dim(const BpPolicy *p);
 int bp_policy_n_layers(const BpPolicy *p);
 /* BP_POLICY_KIND_* of the blob this policy was loaded from */
 int bp_policy_kind(const BpPolicy *p);
-/* 1 or 2: the format version of the blob */
+/* 1, 2 or 3: the format version of the blob */
 int bp_policy_version(const BpPolicy *p);
 /* ticks per decision the policy was trained with (v1 blobs: BP_BPW_DEFAULT_REPEAT) */
 int bp_policy_action_repeat(const BpPolicy *p);
