@@ -91,15 +91,31 @@ def test_pooled_sums_seeds_and_reports_their_spread() -> None:
 @pytest.mark.servers
 def test_a_tiny_recipe_trains_and_is_judged_through_the_cli(tmp_path: Path) -> None:
     """A league recipe (its runner, flags and run directories; the curriculum kind calls
-    ``train`` directly, tested in test_train.py), judged, then found done on a rerun."""
+    ``train`` directly, tested in test_train.py), stopped after its first generation and
+    continued from there, judged, then found done on a rerun."""
+    from brawlkit.training.checkpoints import list_checkpoints
+
     recipe = tmp_path / "tiny.toml"
-    recipe.write_text(TINY.format(kind="league"))
     out = tmp_path / "out"
+    # what a call stopped in its second generation leaves: the first one finished (a
+    # budget of one generation), no train.json
+    recipe.write_text(TINY.format(kind="league").replace("budget_steps = 512", "budget_steps = 256"))
+    r = run_cli("bench", "learn", str(recipe), "--out", str(out), "--no-progress", timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    (run_dir,) = (out / "s4" / "runs" / "main").iterdir()
+    assert [g for g, _ in list_checkpoints(run_dir)] == [0]
+    for f in out.glob("s4/*.json"):
+        f.unlink()
+    recipe.write_text(TINY.format(kind="league"))
     r = run_cli("bench", "learn", str(recipe), "--out", str(out), "--no-progress", "--json",
                 timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
+    assert "continuing the generations an earlier call finished (main 1/2)" in r.stderr, r.stderr
+    assert [g for g, _ in list_checkpoints(run_dir)] == [0, 1]  # the same run, one more
+    assert list((out / "s4" / "runs" / "main").iterdir()) == [run_dir]
     res = last_json(r.stdout)
     (seed,) = res["seeds"]
+    assert seed["resumed"] == {"main": 1}
     assert seed["seed"] == 4 and seed["env_steps"] >= 512 and seed["pick"] == "best"
     assert Path(seed["checkpoint"]).is_file()
     for opp in ("baseline", "cpu:2"):
@@ -176,20 +192,36 @@ def test_an_imitation_recipe_judges_the_clone_itself(tmp_path: Path) -> None:
 @pytest.mark.servers
 def test_a_recipe_started_from_a_clone_judges_the_clone_too(tmp_path: Path) -> None:
     """RL started from a clone: the clone itself is judged on the same fresh matches, so
-    the table shows what the RL added on top of the start."""
+    the table shows what the RL added on top of the start.  Main alone, stopped after its
+    first generation, continues from it (the league's continuation: the tiny recipe)."""
+    from brawlkit.training.checkpoints import list_checkpoints
+
     recipe = tmp_path / "warm.toml"
-    recipe.write_text(TINY.format(kind="curriculum").replace("[eval]", """[imitation]
+    text = TINY.format(kind="curriculum").replace("[eval]", """[imitation]
 teachers = [5]
 opponents = [2, 4]
 matches = 2
 epochs = 1
 c_eval_matches = 0
-[eval]"""))
-    r = run_cli("bench", "learn", str(recipe), "--out", str(tmp_path / "out"), "--no-progress",
+[eval]""")
+    out = tmp_path / "out"
+    recipe.write_text(text.replace("budget_steps = 512", "budget_steps = 256"))
+    r = run_cli("bench", "learn", str(recipe), "--out", str(out), "--no-progress", timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    first = json.loads((out / "s4" / "train.json").read_text())
+    clone = out / "s4" / "imitation" / "gen_0000.zip"
+    stamp = clone.stat().st_mtime_ns
+    for f in out.glob("s4/*.json"):
+        f.unlink()
+    recipe.write_text(text)
+    r = run_cli("bench", "learn", str(recipe), "--out", str(out), "--no-progress",
                 "--json", timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
+    assert "continuing the generations an earlier call finished (main 1/2)" in r.stderr, r.stderr
+    assert [g for g, _ in list_checkpoints(out / "s4" / "main")] == [0, 1]
     res = last_json(r.stdout)
     (seed,) = res["seeds"]
+    assert seed["resumed"] == {"main": 1} and seed["env_steps"] >= 512
     assert seed["init_from"] and seed["checkpoint"] != seed["init_from"]
     for opp in ("baseline", "cpu:2"):
         start = seed["start"]["eval"][opp]
@@ -197,17 +229,18 @@ c_eval_matches = 0
         assert res["start_pooled"][opp]["wins"] == start["wins"]
     assert "the clone each seed started from" in r.stdout
     assert (tmp_path / "out" / "s4" / "start_eval.json").is_file()
-    # the seed trained again (its records gone, its clone kept): the clone is reused, not rebuilt
-    clone = tmp_path / "out" / "s4" / "imitation" / "gen_0000.zip"
-    stamp = clone.stat().st_mtime_ns
+    # the continuation reused the clone the first call built, not rebuilt it
+    assert seed["init_from"] == first["init_from"] and clone.stat().st_mtime_ns == stamp
+    assert seed["imitation_seconds"] < first["imitation_seconds"]
+    # records gone, every generation finished: nothing trains, the same checkpoint ships
     for name in ("train.json", "eval.json", "start_eval.json"):
-        (tmp_path / "out" / "s4" / name).unlink()
-    again = run_cli("bench", "learn", str(recipe), "--out", str(tmp_path / "out"), "--no-progress",
-                    "--json", timeout=600)
+        (out / "s4" / name).unlink()
+    again = run_cli("bench", "learn", str(recipe), "--out", str(out), "--no-progress", "--json",
+                    timeout=600)
     assert again.returncode == 0, again.stderr[-3000:]
+    assert "(main 2/2)" in again.stderr
     (seed2,) = last_json(again.stdout)["seeds"]
-    assert seed2["init_from"] == seed["init_from"] and clone.stat().st_mtime_ns == stamp
-    assert seed2["imitation_seconds"] < seed["imitation_seconds"]
+    assert seed2["checkpoint"] == seed["checkpoint"] and seed2["env_steps"] == seed["env_steps"]
 
 
 def test_a_roles_steps_count_every_generation_across_a_reset(tmp_path: Path) -> None:

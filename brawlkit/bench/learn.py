@@ -38,11 +38,19 @@ beside ``train_seconds``).
 Each seed's run lives in ``<out>/s<seed>/`` with ``train.json`` and ``eval.json``
 (``eval_sampled.json`` for the sampled policy); a rerun skips what is already there, so
 an interrupted benchmark continues, and ``--policy sampled`` judges a finished run's
-sampled policy without training it again.
+sampled policy without training it again.  Its RL continues too: a seed with no
+``train.json`` whose roles finished some generations resumes each role after its last
+finished one (``train --resume``) for the generations it has left, so an hour-long league
+stopped at minute 50 loses only the generations in flight.  Such a seed's ``train.json``
+says so (``resumed``: each role's first generation trained by the last call), and its
+``train_seconds`` counts the earlier calls by their finished generations' own seconds
+(the slowest role's sum, as the roles train at once).  To train such a seed from its
+start instead, remove its ``runs/`` (a league) or ``main/`` (Main alone) first.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import sys
@@ -209,16 +217,52 @@ def resolve_config(path: str | Path) -> Path:
 
 
 # ------------------------------------------------------------------ training
+def _role_run(out: Path, cfg: LearnConfig, role: str) -> Path | None:
+    """Where an earlier call left ``role``'s RL of this seed: a run with a finished
+    generation (Main alone trains in ``<out>/main``, a league's roles under ``<out>/runs``)."""
+    if cfg.kind == "curriculum":
+        return out / "main" if list_checkpoints(out / "main") else None
+    try:
+        return _newest_run(out / "runs" / role)
+    except RuntimeError:
+        return None
+
+
+def _earlier_calls(out: Path, cfg: LearnConfig) -> tuple[dict[str, int], float]:
+    """(each role's finished generations, the RL seconds they took) of an unfinished seed:
+    the seconds are the slowest role's sum of its generations' own train and eval seconds
+    (the roles train at once); the generation in flight when it stopped is lost."""
+    done: dict[str, int] = {}
+    seconds = 0.0
+    for role in cfg.roles:
+        run = _role_run(out, cfg, role)
+        gens = list_checkpoints(run) if run is not None else []
+        done[role] = len(gens)
+        meta = [json.loads(p.read_text()) for _, p in gens]
+        seconds = max(seconds, sum(float(m.get("train_seconds", 0.0)) + float(m.get("eval_seconds", 0.0))
+                                   for m in meta))
+    return done, seconds
+
+
 def train_seed(cfg: LearnConfig, seed: int, out: Path, progress: bool) -> dict[str, Any]:
-    """Train one seed of the recipe into ``out``; the shipped checkpoint, steps, seconds."""
+    """Train one seed of the recipe into ``out``, continuing the generations an earlier,
+    stopped call finished; the shipped checkpoint, steps, seconds."""
     t0 = time.perf_counter()
-    # no train.json: whatever RL an earlier attempt left is unfinished, not a result; it is
-    # cleared so the seed trains from its start (its clone, when built, is kept and reused)
-    for stale in ("main", "runs", "league"):
-        if (out / stale).exists():
-            print(f"bench learn: {out / stale}: an unfinished earlier attempt, removed",
-                  file=sys.stderr)
-            shutil.rmtree(out / stale)
+    total = cfg.generations()
+    done, earlier_s = ({}, 0.0) if cfg.kind == "imitation" else _earlier_calls(out, cfg)
+    if not any(done.values()):
+        # nothing finished: whatever an earlier attempt left (a league's ladder, a run dir
+        # without a generation) is cleared so the seed trains from its start (its clone,
+        # when built, is kept and reused)
+        done = {}
+        for stale in ("main", "runs", "league"):
+            if (out / stale).exists():
+                print(f"bench learn: {out / stale}: an unfinished earlier attempt, removed",
+                      file=sys.stderr)
+                shutil.rmtree(out / stale)
+    else:
+        print(f"bench learn: {out}: continuing the generations an earlier call finished (" +
+              ", ".join(f"{r} {n}/{total}" for r, n in done.items()) + ")", file=sys.stderr)
     init = None
     if cfg.imitation is not None:
         init = str(clone_in(out / "imitation", cfg.imitation_config(),
@@ -228,23 +272,34 @@ def train_seed(cfg: LearnConfig, seed: int, out: Path, progress: bool) -> dict[s
         assert init is not None
         main_dir = out / "imitation"
     elif cfg.kind == "curriculum":
-        res = train(cfg.train_config(seed, init_from=init),
-                    RunOptions(run_dir=out / "main", progress=progress))
-        main_dir = res.run_dir
+        tc = cfg.train_config(seed, init_from=init)
+        if done:
+            tc = dataclasses.replace(tc, generations=total - done["main"])
+        main_dir = out / "main"
+        if not done or done["main"] < total:
+            main_dir = train(tc, RunOptions(run_dir=main_dir, progress=progress,
+                                            resume=bool(done))).run_dir
     else:
-        code = league_run.run(str(out / "league"), list(cfg.roles),
-                              _train_flags(cfg, seed, init), str(out / "runs"), progress=progress)
-        if code != 0:
-            raise RuntimeError(f"league run of {cfg.name} seed {seed} failed (exit {code}; logs "
-                               f"in {out / 'league' / 'logs'})")
+        role_args = {r: ["--resume-or-new", "--generations", str(total - n)]
+                     for r, n in done.items() if n < total}
+        roles = [r for r in cfg.roles if done.get(r, 0) < total]
+        if roles:
+            code = league_run.run(str(out / "league"), roles, _train_flags(cfg, seed, init),
+                                  str(out / "runs"), progress=progress, role_args=role_args or None)
+            if code != 0:
+                raise RuntimeError(f"league run of {cfg.name} seed {seed} failed (exit {code}; "
+                                   f"logs in {out / 'league' / 'logs'})")
         main_dir = _newest_run(out / "runs" / "main")
-    seconds = time.perf_counter() - t0
+    seconds = time.perf_counter() - t0 + earlier_s
     steps = {role: _steps_of(out, role, main_dir) for role in cfg.roles}
     rl_s = seconds - imitation_s
-    return {"seed": seed, "checkpoint": str(_shipped(main_dir, cfg.pick)), "pick": cfg.pick,
-            "init_from": init, "env_steps": sum(steps.values()), "env_steps_by_role": steps,
-            "train_seconds": round(seconds, 1), "imitation_seconds": round(imitation_s, 1),
-            "steps_per_s": round(sum(steps.values()) / max(rl_s, 1e-9), 1)}
+    row = {"seed": seed, "checkpoint": str(_shipped(main_dir, cfg.pick)), "pick": cfg.pick,
+           "init_from": init, "env_steps": sum(steps.values()), "env_steps_by_role": steps,
+           "train_seconds": round(seconds, 1), "imitation_seconds": round(imitation_s, 1),
+           "steps_per_s": round(sum(steps.values()) / max(rl_s, 1e-9), 1)}
+    if done:
+        row["resumed"] = done
+    return row
 
 
 def _train_flags(cfg: LearnConfig, seed: int, init_from: str | None = None) -> list[str]:
@@ -301,13 +356,14 @@ def pooled(per_seed: list[dict[str, Any]], opponents: tuple[str, ...]) -> dict[s
 # ------------------------------------------------------------------- the run
 def run(cfg: LearnConfig, out: Path, seeds: tuple[int, ...] | None = None,
         progress: bool = True, eval_envs: int = EVAL_ARENAS) -> dict[str, Any]:
-    """Train (where not done yet) and evaluate every seed; the whole result."""
+    """Train (where not done yet: a stopped seed continues its finished generations) and
+    evaluate every seed; the whole result."""
     per_seed = []
     for seed in seeds or cfg.seeds:
         sdir = out / f"s{seed}"
         sdir.mkdir(parents=True, exist_ok=True)
-        trained = _cached(sdir / "train.json", lambda s=seed, d=sdir: train_seed(cfg, s, d,
-                                                                                  progress))
+        trained = _cached(sdir / "train.json", lambda s=seed, d=sdir: train_seed(
+            cfg, s, d, progress))
         tag = "" if cfg.policy == "deterministic" else f"_{cfg.policy}"
         evaluated = _cached(sdir / f"eval{tag}.json", lambda t=trained: _evaluate(
             t, cfg, eval_envs, progress))

@@ -130,10 +130,13 @@ def _read(proc: subprocess.Popen[str], role: str, status: dict[str, str], log: P
 
 
 def run(league_dir: str, roles: list[str], train_args: list[str], runs_root: str,
-        progress: bool = True, ladder_baseline_games: int = BASELINE_GAMES) -> int:
+        progress: bool = True, ladder_baseline_games: int = BASELINE_GAMES,
+        role_args: dict[str, list[str]] | None = None) -> int:
     """Record the fixed ladder if the league lacks it (:func:`ensure_ladder`: once per
     league, before any role, so three roles never play it three times), then run
-    ``roles`` concurrently; returns the worst child exit code (0 = all ended well)."""
+    ``roles`` concurrently; returns the worst child exit code (0 = all ended well).
+    ``role_args``: flags for one role only, after ``train_args`` (so they win), e.g. the
+    generations a resumed role has left."""
     Path(league_dir).mkdir(parents=True, exist_ok=True)
     try:
         ensure_ladder(LeagueDir(league_dir), baseline_games=ladder_baseline_games,
@@ -152,7 +155,7 @@ def run(league_dir: str, roles: list[str], train_args: list[str], runs_root: str
         print(note, file=sys.stderr)
     # a time budget ends the roles first: count generations without a total then
     budget = any(a == "--time-budget" or a.startswith("--time-budget=") for a in train_args)
-    gens = None if budget else _generations(train_args)
+    gens = None if budget or role_args else _generations(train_args)
     display = progress_display(roles, gens) if progress else None
     procs: dict[str, subprocess.Popen[str]] = {}
     status: dict[str, str] = {}
@@ -161,7 +164,8 @@ def run(league_dir: str, roles: list[str], train_args: list[str], runs_root: str
     try:
         for role in roles:
             cmd = [sys.executable, "-m", "brawlkit", "train", "--role", role, "--league-dir",
-                   league_dir, "--runs-root", runs_root, "--no-progress", *train_args]
+                   league_dir, "--runs-root", runs_root, "--no-progress", *train_args,
+                   *(role_args or {}).get(role, [])]
             procs[role] = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                            text=True, env=env)
             t = threading.Thread(target=_read, args=(procs[role], role, status,
