@@ -92,6 +92,40 @@ def test_step_reply_must_answer_the_request_just_sent() -> None:
     assert time.monotonic() - t0 < 2
 
 
+def test_a_local_node_that_misses_ray_inits_window_is_started_again(monkeypatch, capsys) -> None:
+    """ray.init's wait for a local node is a fixed 30 s (Ray 2.60), which a loaded 2-core
+    machine can miss: the connection shuts the half-started node down and starts another,
+    up to LOCAL_START_ATTEMPTS times; any other error is raised at once."""
+    import ray
+
+    from brawlkit.distributed import cluster
+
+    calls: list[str] = []
+    failures = iter([Exception("The current node timed out during startup. This could happen "
+                               "because some of the raylet failed to startup"), None])
+
+    def init(**kw: Any) -> None:
+        calls.append("init")
+        err = next(failures)
+        if err is not None:
+            raise err
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", init)
+    monkeypatch.setattr(ray, "shutdown", lambda: calls.append("shutdown"))
+    conn = cluster.RayConnection("local", num_cpus=1)
+    assert conn.started and calls == ["init", "shutdown", "init"]
+    assert "starting it again (2/3)" in capsys.readouterr().err
+    failures = iter([Exception("The current node timed out during startup")] * 3)
+    with pytest.raises(Exception, match="timed out during startup"):
+        cluster.RayConnection("local", num_cpus=1)
+    failures = iter([Exception("object store: no space")])
+    calls.clear()
+    with pytest.raises(Exception, match="no space"):
+        cluster.RayConnection("local", num_cpus=1)
+    assert calls == ["init"]
+
+
 @pytest.fixture(scope="module")
 def ray_local() -> Iterator[None]:
     from brawlkit.distributed.cluster import RayConnection

@@ -11,6 +11,7 @@ of the memory for objects, a dashboard process) are made for big machines; on a
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any
 
 #: object store of a local instance: the steps do not go through Ray (the workers' step
@@ -22,12 +23,19 @@ LOCAL_ADDRESSES = ("", "local")
 #: Ray's start-up waits, made long enough for a busy machine: on a 2-core box at load
 #: 5-15 a node missed Ray's 30 s window to register with the GCS, and its start failed.
 #: Ray reads each ``RAY_<setting>`` environment variable in every process (its C++
-#: RayConfig; children inherit them), so the Python side's wait for the node and the
-#: raylet's own agree.  Values a caller already set win.
+#: RayConfig; children inherit them): ``ray start`` and the raylet honour them.  Values a
+#: caller already set win.  ``ray.init``'s own wait for a local node is fixed at 30 s in
+#: Ray 2.60 (``ray/_private/node.py``), so :class:`RayConnection` tries again instead.
 PATIENT_RAY_ENV = {
     "RAY_raylet_start_wait_time_s": "180",         # a node registering (Ray: 30)
     "RAY_worker_register_timeout_seconds": "300",  # a worker process starting (Ray: 60)
 }
+
+
+#: how often :class:`RayConnection` starts a local instance whose node missed ray.init's
+#: 30 s registration window (seen at load ~8 on 2 cores) before it gives up
+LOCAL_START_ATTEMPTS = 3
+_NODE_TIMEOUT = "timed out during startup"
 
 
 def patient_ray_env(env: dict[str, str] | None = None) -> dict[str, str]:
@@ -82,8 +90,18 @@ class RayConnection:
                               "configure_logging": True, "logging_level": "WARNING"}
         if is_local(address):
             # address="local": always a new instance, never a cluster `ray start` left behind
-            ray.init(address="local", num_cpus=num_cpus or local_cpus(),
-                     object_store_memory=object_store_memory, **kw)
+            for attempt in range(1, LOCAL_START_ATTEMPTS + 1):
+                try:
+                    ray.init(address="local", num_cpus=num_cpus or local_cpus(),
+                             object_store_memory=object_store_memory, **kw)
+                    break
+                except Exception as e:  # Ray raises a bare Exception for this
+                    if _NODE_TIMEOUT not in str(e) or attempt == LOCAL_START_ATTEMPTS:
+                        raise
+                    ray.shutdown()  # the half-started node's processes
+                    print(f"ray: the local node did not register within ray.init's 30 s (a busy "
+                          f"machine?); starting it again ({attempt + 1}/{LOCAL_START_ATTEMPTS})",
+                          file=sys.stderr)
         else:
             ray.init(address=address, **kw)
         self.started = True
