@@ -166,11 +166,18 @@ static void self_block(const NetPlayer *s, const NetPlayer *o, const BpCommand *
     state_one_hot(o->action_state, out + BP_INPUT_OTHER_STATE_OFFSET);
 }
 
+/* layouts 2 and 3 carry the self block, the only part that reads the previous command;
+ * the one place C says which layouts need `prev` (Python: build_input_values) */
+static int layout_reads_prev(int layout)
+{
+    return layout == BP_INPUT_LAYOUT_SELF || layout == BP_INPUT_LAYOUT_CLOCK;
+}
+
 void bp_input_build(const NetPlayer *s, const NetPlayer *o, uint32_t ticks_left, int layout,
                     const BpCommand *prev, float *out)
 {
     bp_obs_build(s, o, ticks_left, out);
-    if (layout == BP_INPUT_LAYOUT_SELF || layout == BP_INPUT_LAYOUT_CLOCK)
+    if (layout_reads_prev(layout))
         self_block(s, o, prev, out);
     if (layout == BP_INPUT_LAYOUT_CLOCK)
         out[BP_INPUT_CLOCK_OFFSET] = (float)clip(D(ticks_left) / D(BP_MATCH_TICKS), 0.0, 1.0);
@@ -195,7 +202,7 @@ int bp_input_from_snapshot(const uint8_t *pkt, size_t len, int slot, int layout,
         return BP_OBS_ERR_NULL;
     if (bp_input_dim(layout) == 0)
         return BP_OBS_ERR_LAYOUT;
-    if (layout == BP_INPUT_LAYOUT_SELF || layout == BP_INPUT_LAYOUT_CLOCK) {
+    if (layout_reads_prev(layout)) {
         if (!prev)
             return BP_OBS_ERR_NULL;
         if (!isfinite(prev->stick_x) || !isfinite(prev->stick_y))
