@@ -236,6 +236,54 @@ def test_killed_server_raises_instead_of_hanging() -> None:
         env.close()
 
 
+def test_a_starved_local_server_is_waited_for_a_server_at_an_address_is_not() -> None:
+    """A live server that answers nothing for longer than ``recv_timeout`` (stopped with
+    SIGSTOP: what a loaded machine does to it) is waited for when the env watches its
+    process, and is "no answer" after ``recv_timeout`` when it is only an address.  A
+    league role died of the 5 s wait while a test suite shared its 2 cores."""
+    import signal
+    import threading
+
+    from brawlkit.wire.server_process import ServerProcess
+
+    def stopped_for(pid: int, seconds: float) -> threading.Timer:
+        os.kill(pid, signal.SIGSTOP)
+        timer = threading.Timer(seconds, os.kill, (pid, signal.SIGCONT))
+        timer.start()
+        return timer
+
+    env = BrawlpitEnv(opponent="cpu:2", recv_timeout=0.3)
+    try:
+        env.reset(seed=1)
+        env.step(IDLE)
+        assert env.server is not None
+        timer = stopped_for(env.server.proc.pid, 1.5)
+        t0 = time.monotonic()
+        try:
+            env.step(IDLE)  # no EnvError: the server is alive, only starved
+        finally:
+            timer.join()
+        assert time.monotonic() - t0 >= 1.0
+        env.step(IDLE)
+    finally:
+        env.close()
+
+    srv = ServerProcess(mode="lockstep")
+    far = BrawlpitEnv(opponent="cpu:2", server_address=srv.address, recv_timeout=0.3)
+    try:
+        far.reset(seed=1)
+        far.step(IDLE)
+        timer = stopped_for(srv.proc.pid, 1.5)
+        try:
+            with pytest.raises(EnvError, match=r"no answer .* within 0\.3s"):
+                far.step(IDLE)
+        finally:
+            timer.join()
+    finally:
+        far.close()
+        srv.close()
+
+
 def test_eight_envs_start_at_once_on_distinct_ports_and_shut_down() -> None:
     t0 = time.monotonic()
     envs = [BrawlpitEnv(opponent="cpu:3") for _ in range(8)]

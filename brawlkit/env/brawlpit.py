@@ -140,7 +140,10 @@ class BrawlpitEnv(ServerLink, gym.Env[np.ndarray, np.ndarray]):
             joins ``arena`` there, or the oldest arena with slot 0 free in this mode
             (else a new one), and an external client takes slot 1 (``opponent=None``).
         arena: with ``server_address``, the arena id to join.
-        recv_timeout: seconds without an answer before raising :class:`EnvError`.
+        recv_timeout: seconds without an answer before raising :class:`EnvError` from a
+            server at ``server_address``; a local server process (owned or ``server=``)
+            that is alive is waited for up to ``LOCAL_SERVER_PATIENCE_S`` (120 s):
+            a loaded machine starves it, a dead one is reported at once.
         poll_us: how long the client busy-polls for a snapshot before blocking.
         parallel: how many envs (servers) are stepped together with this one;
             the server decides its busy-poll window from it

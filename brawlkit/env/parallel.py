@@ -92,7 +92,10 @@ class BrawlpitParallelEnv(ServerLink, ParallelEnv[str, np.ndarray, np.ndarray]):
         server_address: a server someone else runs, ``(host, port)``; the match is a
             new lockstep arena there.
         render_mode: None or ``"rgb_array"`` (a frame drawn with brawlkit.replay.render).
-        recv_timeout: seconds without an answer before :class:`~brawlkit.env.EnvError`.
+        recv_timeout: seconds without an answer before :class:`~brawlkit.env.EnvError` from a
+            server at ``server_address``; a local server process (owned or ``server=``)
+            that is alive is waited for up to ``LOCAL_SERVER_PATIENCE_S`` (120 s):
+            a loaded machine starves it, a dead one is reported at once.
         poll_us: how long each client busy-polls for a snapshot before blocking.
         server_spin_us: the owned server's busy-poll window (None: ``spin_rule``).
     """

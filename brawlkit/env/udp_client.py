@@ -21,6 +21,12 @@ from brawlkit.wire.server_process import ServerError, ServerProcess
 RESEND_S = 0.05
 #: how often a wait checks that the server process is alive (s)
 ALIVE_CHECK_S = 0.1
+#: how long a wait keeps going for a local server process the env watches (its own, or
+#: one it was given) that is alive but silent past ``recv_timeout`` (s).  A dead one is
+#: noticed within ALIVE_CHECK_S, so such silence means the machine is starving it of CPU:
+#: a league role, sharing 2 cores with a test suite, died of a 5 s wait on a live server.
+#: ``recv_timeout`` alone still bounds the wait for a server at an address (not watched).
+LOCAL_SERVER_PATIENCE_S = 120.0
 
 
 class UdpClient:
@@ -166,10 +172,17 @@ class ServerLink:
               resend: bytes | Sequence[bytes] | None = None, timeout: float | None = None) -> bytes:
         """Receive until ``accept(datagram)`` (:func:`receive_until`: busy-poll, then
         select; ``resend`` re-sent so a lost datagram cannot stall a lockstep exchange); a
-        dead server or no answer raises :class:`EnvError`."""
+        dead server or no answer raises :class:`EnvError`.  A local server process that is
+        still alive after ``timeout`` is waited for up to :data:`LOCAL_SERVER_PATIENCE_S`
+        in all: on a loaded machine it is starved, not gone."""
         timeout = self.recv_timeout if timeout is None else timeout
         again = [resend] if isinstance(resend, bytes) else list(resend or [])
         data = receive_until(client, accept, timeout, again, self._dead)
+        if data is None and self.server is not None and timeout < LOCAL_SERVER_PATIENCE_S:
+            self._dead()
+            data = receive_until(client, accept, LOCAL_SERVER_PATIENCE_S - timeout, again,
+                                 self._dead)
+            timeout = LOCAL_SERVER_PATIENCE_S
         if data is None:
             self._dead()
             raise EnvError(
