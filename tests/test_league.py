@@ -5,6 +5,7 @@ SIGKILL, Ctrl-C on the league, the elo command and the elo_drift notebook on the
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -232,6 +233,44 @@ def test_ctrl_c_stops_the_league_cleanly(tmp_path):
         time.sleep(0.1)
     assert not (_servers() - before), "orphan game servers"
     assert json.loads(json.dumps([m.to_json() for m in pool.members()]))
+
+
+def test_a_role_that_crashes_mid_run_is_started_again_where_it_stopped(tmp_path):
+    """A role whose child fails after a finished generation (here: its game server is
+    killed, as a crash or the OOM killer would) is started again by ``league run`` for
+    the generations it has left (``--resume-or-new``), and the league ends well with
+    every generation registered once, instead of training on without that role."""
+    league, runs = tmp_path / "league", tmp_path / "runs"
+    args = [*TINY[:1], "3", "--steps-per-generation", "4096", *TINY[4:]]
+    p = subprocess.Popen([sys.executable, "-m", "brawlkit", "league", "run", "--league-dir",
+                          str(league), "--runs-root", str(runs), "--roles", "main",
+                          "--ladder-baseline-games", "0", "--no-progress", "--", *args],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        deadline, log = time.monotonic() + 300, league / "logs" / "main.log"
+        while not (log.is_file() and "gen 0: " in log.read_text()):  # a generation finished
+            assert time.monotonic() < deadline and p.poll() is None, "no generation finished"
+            time.sleep(0.2)
+
+        def children(pid: int) -> list[int]:
+            out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True)
+            return [int(x) for x in out.stdout.split()]
+
+        servers = [s for c in children(p.pid) for s in children(c)
+                   if "brawlpit_server" in Path(f"/proc/{s}/cmdline").read_text()]
+        assert servers, "the trainer's game servers were not found"
+        for s in servers:
+            os.kill(s, signal.SIGKILL)
+        _, err = p.communicate(timeout=300)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 0, err[-3000:]
+    assert "server died" in err and "starting it again for the 2 left (restart 1 of 3)" in err
+    trained = [m for m in LeagueDir(league, create=False).members() if not m.permanent]
+    assert sorted(m.generation for m in trained) == [0, 1, 2]
+    (run,) = (runs / "main").iterdir()
+    assert sorted(f.name for f in run.glob("gen_*.zip")) == [f"gen_000{g}.zip" for g in range(3)]
 
 
 def test_an_exploiters_reset_survives_a_resume(tmp_path):

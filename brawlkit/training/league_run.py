@@ -5,8 +5,9 @@ role (main, main exploiter, league exploiter by default), all on one league
 directory (the pool needs no locks: docs/league.md), shows one progress display
 (a bar per role: generations done, its latest deterministic win rates), and on
 Ctrl-C stops them cleanly: SIGINT to each child, which closes its envs and game
-servers and never leaves half a record (registrations are write-once renames).
-Every other argument after ``--`` goes to each ``train`` (e.g. ``-- --generations 10
+servers and never leaves half a record (registrations are write-once renames); a role
+that fails after a finished generation is started again where it stopped
+(:data:`MAX_RESTARTS`). Every other argument after ``--`` goes to each ``train`` (e.g. ``-- --generations 10
 --steps-per-generation 100000``), ``--ray`` too (docs/distributed.md): each role's envs
 then run as Ray env workers — on the cluster at ``--ray ADDRESS``, which the roles share,
 or, with ``--ray`` alone, on a local Ray instance of each role's own.
@@ -37,8 +38,16 @@ from brawlkit.training.ladder import BASELINE_GAMES, ensure_ladder
 from brawlkit.wire.server_process import usable_cores
 
 _GEN = re.compile(r"^gen (\d+): steps (\d+) (.*)$")
+#: a line that states why a child failed: a traceback's last line or the CLI's own error
+_REASON = re.compile(r"^([A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b|train: )")
 #: seconds a child gets to stop after SIGINT before SIGTERM, then SIGKILL
 STOP_GRACE_S = 30.0
+#: times a role that fails after finishing a generation is started again, from there
+#: (``--resume-or-new``, the generations it has left): an hour's league must not lose a
+#: role to one crash (a main exploiter's env died of a starved server 12 generations in;
+#: the others trained on without it).  One that fails before its first generation (a bad
+#: flag, no credentials) fails at once: starting it again would fail the same way.
+MAX_RESTARTS = 3
 
 
 def postfix(rest: str) -> str:
@@ -102,18 +111,23 @@ def progress_display(roles: list[str], gens: int | None,
 
 
 def last_error(lines: list[str]) -> str:
-    """What a failed child said last (the last non-empty line of its log that is not a
-    generation line): the reason — a traceback's exception, ``train: error: ...``,
-    ``train: no registry credentials ...`` — cut to 300 characters."""
-    for line in reversed(lines):
-        text = line.strip().replace("\r", " ")
-        if text and not _GEN.match(text):
-            return text if len(text) <= 300 else text[:297] + "..."
-    return ""
+    """What a failed child said last: the reason — a traceback's exception line, ``train:
+    error: ...``, ``train: no registry credentials ...`` — else the last non-empty line of
+    its log that is not a generation line, cut to 300 characters.  The exception line is
+    looked for first because a message may go on after it (EnvError's "the game server
+    died" is followed by the server's log tail)."""
+    texts = [t for t in (line.strip().replace("\r", " ") for line in lines)
+             if t and not _GEN.match(t)]
+    said = next((t for t in reversed(texts) if _REASON.match(t)), texts[-1] if texts else "")
+    return said if len(said) <= 300 else said[:297] + "..."
 
 
 def _read(proc: subprocess.Popen[str], role: str, status: dict[str, str], log: Path,
-          display: _Lines | _Bars | None, tail: dict[str, list[str]] | None = None) -> None:
+          display: _Lines | _Bars | None, tail: dict[str, list[str]] | None = None,
+          finished: dict[str, int] | None = None) -> None:
+    """Copy a child's stderr to its log, keep its last lines (``tail``), and on each
+    generation line update ``status``, the display and ``finished`` (generations this
+    child finished)."""
     assert proc.stderr is not None
     kept = tail.setdefault(role, []) if tail is not None else []
     with open(log, "a", encoding="utf-8") as f:
@@ -125,6 +139,8 @@ def _read(proc: subprocess.Popen[str], role: str, status: dict[str, str], log: P
             m = _GEN.match(line.strip())
             if m:
                 status[role] = f"gen {m.group(1)}: {m.group(3)}"
+                if finished is not None:
+                    finished[role] = finished.get(role, 0) + 1
                 if display is not None:
                     display.update(role, int(m.group(1)), m.group(3))
 
@@ -136,7 +152,8 @@ def run(league_dir: str, roles: list[str], train_args: list[str], runs_root: str
     league, before any role, so three roles never play it three times), then run
     ``roles`` concurrently; returns the worst child exit code (0 = all ended well).
     ``role_args``: flags for one role only, after ``train_args`` (so they win), e.g. the
-    generations a resumed role has left."""
+    generations a resumed role has left.  A role that fails after a finished generation
+    is started again for the generations it has left (:func:`_restart_args`)."""
     Path(league_dir).mkdir(parents=True, exist_ok=True)
     try:
         ensure_ladder(LeagueDir(league_dir), baseline_games=ladder_baseline_games,
@@ -158,28 +175,48 @@ def run(league_dir: str, roles: list[str], train_args: list[str], runs_root: str
     gens = None if budget or role_args else _generations(train_args)
     display = progress_display(roles, gens) if progress else None
     procs: dict[str, subprocess.Popen[str]] = {}
+    readers: dict[str, threading.Thread] = {}
     status: dict[str, str] = {}
     tails: dict[str, list[str]] = {}
-    threads = []
+    finished: dict[str, int] = {}  # generations the role's current child finished
+    wanted: dict[str, int | None] = {}  # generations the role's current child was asked for
+    restarts: dict[str, int] = {}
+    base = {role: [sys.executable, "-m", "brawlkit", "train", "--role", role, "--league-dir",
+                   league_dir, "--runs-root", runs_root, "--no-progress", *train_args,
+                   *(role_args or {}).get(role, [])] for role in roles}
+
+    def start(role: str, extra: list[str]) -> None:
+        cmd = base[role] + extra
+        wanted[role] = None if budget else _generations(cmd)
+        finished[role] = 0
+        procs[role] = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                       text=True, env=env)
+        readers[role] = threading.Thread(
+            target=_read, args=(procs[role], role, status, logs / f"{role}.log", display,
+                                tails, finished), daemon=True)
+        readers[role].start()
+
     try:
         for role in roles:
-            cmd = [sys.executable, "-m", "brawlkit", "train", "--role", role, "--league-dir",
-                   league_dir, "--runs-root", runs_root, "--no-progress", *train_args,
-                   *(role_args or {}).get(role, [])]
-            procs[role] = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                           text=True, env=env)
-            t = threading.Thread(target=_read, args=(procs[role], role, status,
-                                                     logs / f"{role}.log", display, tails),
-                                 daemon=True)
-            t.start()
-            threads.append(t)
-        while any(p.poll() is None for p in procs.values()):
+            start(role, [])
+        settled: set[str] = set()  # roles whose last child ended and stays ended
+        while len(settled) < len(procs):
             time.sleep(0.5)
+            for role, p in list(procs.items()):
+                if role in settled or p.poll() is None:
+                    continue
+                again = None if p.returncode == 0 else _restart_args(
+                    role, p.returncode, base[role], readers[role], finished, wanted,
+                    restarts, tails)
+                if again is None:
+                    settled.add(role)
+                else:
+                    start(role, again)
     except KeyboardInterrupt:
         print("\nleague: stopping the roles (SIGINT) ...", file=sys.stderr)
         _stop(procs)
     finally:
-        for t in threads:
+        for t in readers.values():
             t.join(timeout=5)
         if display is not None:
             display.close()
@@ -190,6 +227,27 @@ def run(league_dir: str, roles: list[str], train_args: list[str], runs_root: str
         print(f"{role}: exit {code}; last: {done}" + (f"; error: {why}" if why else "")
               + f" (log {logs / (role + '.log')})", file=sys.stderr)
     return max((c for c in codes.values() if c is not None), default=0)
+
+
+def _restart_args(role: str, code: int, cmd: list[str], reader: threading.Thread,
+                  finished: dict[str, int], wanted: dict[str, int | None],
+                  restarts: dict[str, int], tails: dict[str, list[str]]) -> list[str] | None:
+    """The flags that start a failed role again after its last finished generation, or
+    None to leave it failed (:data:`MAX_RESTARTS`): only an error exit (a signal, e.g.
+    Ctrl-C's SIGINT or a kill, is a stop), not before it finished a generation (it would
+    fail the same way), not after its last, not with a time budget (what is left of it is
+    the child's to know), not more than MAX_RESTARTS times.  Says so on stderr."""
+    reader.join(timeout=5)  # its last lines (the generation count, the error) are read
+    done, asked, n = finished.get(role, 0), wanted.get(role), restarts.get(role, 0)
+    if code <= 0 or done == 0 or asked is None or asked - done <= 0 or n >= MAX_RESTARTS:
+        return None
+    restarts[role] = n + 1
+    why = last_error(tails.get(role, []))
+    print(f"league: {role} failed (exit {code}{'; error: ' + why if why else ''}) after "
+          f"{done} generation(s) of {asked}: starting it again for the {asked - done} left "
+          f"(restart {n + 1} of {MAX_RESTARTS})", file=sys.stderr)
+    resume = [] if "--resume" in cmd or "--resume-or-new" in cmd else ["--resume-or-new"]
+    return [*resume, "--generations", str(asked - done)]
 
 
 def _stop(procs: dict[str, subprocess.Popen[str]]) -> None:
@@ -225,13 +283,15 @@ def _ray_note(train_args: list[str], roles: list[str]) -> str | None:
 
 
 def _generations(train_args: list[str]) -> int | None:
+    """The generations ``train_args`` ask for: the last ``--generations`` (argparse's
+    rule: a later flag wins), else TrainConfig's default."""
+    found = None
     for i, a in enumerate(train_args):
         if a == "--generations" and i + 1 < len(train_args):
-            return int(train_args[i + 1])
-        if a.startswith("--generations="):
-            return int(a.split("=", 1)[1])
-
-    return TrainConfig().generations
+            found = int(train_args[i + 1])
+        elif a.startswith("--generations="):
+            found = int(a.split("=", 1)[1])
+    return found if found is not None else TrainConfig().generations
 
 
 def report(league_dir: str, vs: list[str], matches: int, target: float,
