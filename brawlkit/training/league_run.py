@@ -7,10 +7,11 @@ directory (the pool needs no locks: docs/league.md), shows one progress display
 Ctrl-C stops them cleanly: SIGINT to each child, which closes its envs and game
 servers and never leaves half a record (registrations are write-once renames); a role
 that fails after a finished generation is started again where it stopped
-(:data:`MAX_RESTARTS`). Every other argument after ``--`` goes to each ``train`` (e.g. ``-- --generations 10
---steps-per-generation 100000``), ``--ray`` too (docs/distributed.md): each role's envs
-then run as Ray env workers — on the cluster at ``--ray ADDRESS``, which the roles share,
-or, with ``--ray`` alone, on a local Ray instance of each role's own.
+(:data:`MAX_RESTARTS`).  Every other argument after ``--`` goes to each ``train`` (e.g.
+``-- --generations 10 --steps-per-generation 100000``), ``--ray`` too
+(docs/distributed.md): each role's envs then run as Ray env workers — on the cluster at
+``--ray ADDRESS``, which the roles share, or, with ``--ray`` alone, on a local Ray instance
+of each role's own.
 """
 
 from __future__ import annotations
