@@ -331,3 +331,43 @@ def test_league_report_judges_mains_newest_generation_on_fresh_matches(small_lea
     assert lines[-1].endswith("the 0.80 aim")
     bad = run_cli("league", "report", "--league-dir", str(small_league.parent / "nope"))
     assert bad.returncode == 2 and "league report:" in bad.stderr
+
+
+def test_main_verifies_what_ships_against_its_exploiters(tmp_path):
+    """``--main-verify-matches N``: after its generation Main's deterministic policy plays
+    N matches against each of its newest main exploiters; the matches go to the log as
+    fixed-against-fixed evaluation records (rated like any member's game), the sampler's
+    struggle test reads them, and the checkpoint's sampler state carries them (a resume
+    keeps them).  Both trainers are real runs on one league directory."""
+    from brawlkit.training.checkpoints import list_checkpoints
+    from brawlkit.training.evaluate import VERIFY_SEED_BASE
+
+    league = tmp_path / "league"
+    tiny = TINY[TINY.index("--n-envs"):]
+    common = ["--league-dir", str(league), "--no-progress", "--steps-per-generation", "256",
+              "--generations", "1", *tiny]
+    r = run_cli("train", "--role", "main_exploiter", "--run-dir", str(tmp_path / "exp"),
+                *common, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    (exploiter,) = [m.id for m in LeagueDir(league, create=False).members()
+                    if m.role == "main_exploiter"]
+    r = run_cli("train", "--role", "main", "--run-dir", str(tmp_path / "main"), *common,
+                "--main-verify-matches", "3", timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    pool = LeagueDir(league, create=False)
+    (main,) = [m.id for m in pool.members() if m.role == "main"]
+    verified = sorted((m for m in pool.matches() if m.a == main and m.b == exploiter),
+                      key=lambda m: m.seed or 0)
+    assert [(m.source, m.a_policy, m.b_policy, m.seed) for m in verified] == \
+        [("eval", "fixed", "fixed", VERIFY_SEED_BASE + j) for j in range(3)]
+    meta = json.loads(list_checkpoints(tmp_path / "main")[0][1].read_text())
+    state = meta["sampler"]["verified"]
+    assert state["games"] == {exploiter: 3.0}
+    won = sum(m.result == "win" for m in verified) + 0.5 * sum(m.result == "draw" for m in verified)
+    assert state["wins"].get(exploiter, 0.0) + 0.5 * state["draws"].get(exploiter, 0.0) == won
+    # the run's log has the record's win rate
+    import csv
+    rows = list(csv.DictReader((tmp_path / "main" / "progress.csv").open()))
+    logged = [float(r["eval/verified/min_win_rate"]) for r in rows
+              if r.get("eval/verified/min_win_rate")]
+    assert logged == [pytest.approx(won / 3)]

@@ -94,6 +94,43 @@ def test_main_branches_and_selfplay_fallback(tmp_path):
     assert {p for p in picks if p.startswith("main-")} <= {"main-g0", "main-g1"}
 
 
+def test_main_struggles_with_the_exploiters_that_beat_what_ships(tmp_path):
+    """``verify_matches`` > 0: the struggle test reads how Main's deterministic policy did
+    in its verification matches, not its sampled training games, where the exploiters'
+    frozen means lose about half (the branch stayed dormant on that record alone)."""
+    kw = {"fixed_share": 0.0, "pfsp_share": 0.0, "exploiter_share": 1.0, "struggle": 0.3,
+          "verify_matches": 4, "pfsp_window": 2, "payoff_decay": 1.0}
+    pool = _permanent() + _trained("main", 2) + _trained("main_exploiter", 3)
+    s = MainSampler(tmp_path, 2, 4, seed=4, **kw)
+    s.refresh(pool)
+    exploiters = [f"main_exploiter-g{g}" for g in range(3)]
+    # what to verify: the newest pfsp_window exploiters, verify_matches each
+    assert s.verification() == (exploiters[1:], 4)
+    for _ in range(10):  # its own games: even against every exploiter -> none struggling
+        for x in exploiters:
+            s.record(x, "win")
+            s.record(x, "loss")
+    assert s.struggling() == []
+    assert s.choose() == "main-g1" and s.last_branch == "selfplay"
+    # what ships lost 3 of 4 to g2 and drew the 4th, and won every match against g1
+    rates = s.record_verified([(exploiters[2], "loss")] * 3 + [(exploiters[2], "draw")]
+                              + [(exploiters[1], "win")] * 4)
+    assert rates == {exploiters[2]: 0.125, exploiters[1]: 1.0}
+    assert s.struggling() == [exploiters[2]]  # g0 unverified: its own record (0.5)
+    assert {s.choose() for _ in range(50)} == {exploiters[2]} and s.last_branch == "exploiters"
+    assert s.stats()["exploiters_struggling"] == 1.0
+    # the record travels with the sampler's state: a resumed run struggles with the same
+    t = MainSampler(tmp_path, 2, 4, seed=5, **kw)
+    t.refresh(pool)
+    t.load_state_dict(s.state_dict())
+    assert t.struggling() == [exploiters[2]]
+    # a new verification replaces the old record: Main now beats g2
+    s.record_verified([(exploiters[2], "win")] * 4)
+    assert s.struggling() == []
+    # off by default: nothing to verify
+    assert MainSampler(tmp_path, 2, 4).verification() == ([], 0)
+
+
 def test_main_exploiter_switches_below_the_threshold_and_back(tmp_path):
     s = MainExploiterSampler(tmp_path, 2, 4, seed=3, threshold=0.2, reset_every=4, payoff_decay=1.0)
     s.refresh(_permanent() + _trained("main", 4))
@@ -337,3 +374,47 @@ def test_a_toy_role_added_by_its_declaration_trains_and_shows_everywhere(tmp_pat
     assert 'data-role="ladder_climber"><span class="role" style="background:#bcbd22"' \
         in out["lineage"]
     assert "before brawlkit.training.config" in out["too_late"]
+
+
+def test_the_overview_reads_the_exploiters_edge_and_mains_verification(tmp_path):
+    """From the league's own log: each main exploiter generation's win rate (draws half)
+    in its training games against Main's members, and Main's verified standing (its
+    deterministic policy's eval matches against main exploiters: lowest and mean)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from brawlkit.league.directory import LeagueDir
+    from brawlkit.league.records import MatchRecord, MemberId
+    from brawlkit.report import league_overview as overview
+    from brawlkit.report.league_plots import LeagueView
+
+    pool = LeagueDir(tmp_path / "league")
+    main = [str(MemberId("main", "20261204-000000-s0", g)) for g in range(2)]
+    exp = [str(MemberId("main_exploiter", "20261204-000001-s0", g)) for g in range(3)]
+    for role, ids in (("main", main), ("main_exploiter", exp)):
+        for g, i in enumerate(ids):  # the exploiter's generation 2 starts a new lineage
+            parent = None if g == 0 or (role == "main_exploiter" and g == 2) else ids[g - 1]
+            pool.register(Member(id=i, role=role, generation=g, parent=parent))
+    t = iter(range(1, 100))
+    log = [MatchRecord(next(t), exp[0], main[0], res, ticks, "train:main_exploiter")
+           for res, ticks in (("win", 100), ("win", 200), ("loss", 50), ("draw", 9000))]
+    log += [MatchRecord(next(t), exp[1], "cpu:5", "win", 100, "train:main_exploiter"),
+            MatchRecord(next(t), exp[1], main[1], "loss", 100, "train:main_exploiter"),
+            MatchRecord(next(t), exp[1], main[0], "loss", 100, "train:main_exploiter"),
+            MatchRecord(next(t), main[1], exp[0], "loss", 100, "train:main")]  # not verified
+    log += [MatchRecord(next(t), main[1], b, res, 100, "eval") for b, res in
+            ((exp[0], "win"), (exp[0], "loss"), (exp[1], "win"), (exp[1], "win"),
+             ("cpu:5", "loss"))]
+    with pool.writer("test") as w:
+        w.write_many(log)
+    view = LeagueView.load(pool.path, bootstrap=0)
+    gens, edge, games, win_ticks = overview.exploiter_edge(view)
+    assert gens == [0, 1] and edge.tolist() == [0.625, 0.0] and games.tolist() == [4, 2]
+    assert win_ticks[0] == 150.0 and np.isnan(win_ticks[1])  # its two wins, 100 and 200
+    vgens, lowest, mean = overview.verified_standing(view)
+    assert vgens == [1] and lowest.tolist() == [0.5] and mean.tolist() == [0.75]
+    ax = overview.plot_exploiter_edge(view)
+    labelled = [ln for ln in ax.lines if not ln.get_label().startswith("_")]
+    assert [list(ln.get_ydata()) for ln in labelled] == [[0.625, 0.0], [0.5], [0.75]]
+    assert [list(ln.get_xdata()) for ln in ax.lines if ln not in labelled] == [[1.5, 1.5]]
+    assert overview.resets(view.members, "main_exploiter") == [2]

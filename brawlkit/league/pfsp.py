@@ -17,7 +17,7 @@ a :class:`Payoff` record the trainee keeps in its own process.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -83,8 +83,9 @@ class Payoff:
                 getattr(self, name).update({str(k): float(v) for k, v in table.items()})
 
 
-def pfsp_choice(rng: np.random.Generator, payoff: Payoff, candidates: Sequence[str],
-                weighting: str) -> str:
-    """One opponent id drawn from ``candidates`` by :func:`pfsp_weights`."""
-    probs = pfsp_weights([payoff.win_rate(c) for c in candidates], weighting)
+def pfsp_choice(rng: np.random.Generator, win_rate: Callable[[str], float],
+                candidates: Sequence[str], weighting: str) -> str:
+    """One opponent id drawn from ``candidates`` by :func:`pfsp_weights` of the trainee's
+    ``win_rate`` against each (a :meth:`Payoff.win_rate`, or a rule over several)."""
+    probs = pfsp_weights([win_rate(c) for c in candidates], weighting)
     return candidates[int(rng.choice(len(candidates), p=probs))]

@@ -229,6 +229,10 @@ declare_role(RoleSpec(
                "the rest is self-play against its newest weights"),
         _share("struggle", 0.3, "a main exploiter it beats less often than this is one it "
                "struggles with"),
+        RoleOption("verify_matches", 0, "matches its deterministic policy (what ships) plays "
+                   "against each of the newest main_pfsp_window main exploiters after every "
+                   "generation; > 0: the struggle test reads that record, not its own "
+                   "training games (0: its own games only)", low=0, high=1000),
         _share("selfplay_floor", 0.3, "below this win rate against its newest weights, "
                "self-play falls back to PFSP-variance over its history"),
     )))

@@ -230,6 +230,23 @@ def evaluate_model(model: Any, levels: Sequence[int], episodes: int, envs: Seque
     return out
 
 
+#: the match seeds of Main's verification matches against main exploiters after each
+#: generation (:func:`verify_model`): apart from training's (counting up from the run's
+#: seed) and the per-generation evaluation's (from 1,000,000)
+VERIFY_SEED_BASE = 2_000_000
+
+
+def verify_model(model: Any, opponents: Sequence[Any], matches: int, envs: Sequence[Any],
+                 meta: PolicyMeta, seed: int = VERIFY_SEED_BASE) -> list[dict[str, Any]]:
+    """A live SB3 model's deterministic policy (what ships) against each of ``opponents``
+    (frozen members) on ``matches`` seeds from ``seed``, every match at once on ``envs``;
+    the matches one by one, as :func:`play_matches` gives them (opponent label, seed,
+    outcome, ticks, end time), in seed order per opponent."""
+    det = NumpyPolicy.from_sb3(model.policy, meta)
+    jobs = [(opp, seed + j) for opp in opponents for j in range(matches)]
+    return [r for group in _by_opponent(play_matches(det, jobs, envs)).values() for r in group]
+
+
 def _by_opponent(results: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     """Match results grouped by opponent label, each group in seed order."""
     out: dict[str, list[dict[str, Any]]] = {}
@@ -274,7 +291,7 @@ def evaluate(
 # ----------------------------------------------------- what ships, on fresh matches
 #: the match seeds of a shipped policy's judgement (``bench learn``, ``league report``):
 #: far from any seed training or its per-generation evaluation uses (training matches
-#: count up from the run's seed, evaluations from 1,000,000)
+#: count up from the run's seed, evaluations from 1,000,000, verifications from 2,000,000)
 EVAL_SEED_BASE = 50_000_000
 
 

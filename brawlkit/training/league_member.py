@@ -39,6 +39,7 @@ from brawlkit.league.role_specs import ROLE_SPECS
 from brawlkit.league.roles import LeagueSampler
 from brawlkit.league.sink import MatchSink
 from brawlkit.registry.sync import RegistrySync
+from brawlkit.training.evaluate import verify_model
 from brawlkit.wire.cpu_level import CpuLevel
 
 
@@ -70,6 +71,7 @@ class LeagueTrainee:
         self._refresh()
         self.sink = MatchSink(self.pool, source=f"train:{cfg.role}")
         self._episodes: list[dict[str, Any]] = []
+        self._verified: list[dict[str, Any]] = []
 
     def member_id(self, generation: int) -> str:
         """The id generation ``generation`` of this run registers under."""
@@ -79,6 +81,23 @@ class LeagueTrainee:
         """One finished training episode, kept until the generation registers."""
         self._episodes.append({"b": opponent, "result": outcome, "ticks": int(ticks),
                                "time": time.time()})
+
+    def verify(self, model: Any, meta: PolicyMeta, envs: Any) -> dict[str, float]:
+        """Play the role's verification matches (:meth:`LeagueSampler.verification`: for
+        Main with ``--main-verify-matches`` > 0, its deterministic policy against the
+        newest main exploiters), hand them to the sampler before the generation is saved
+        (so its state, and a resume, carries them) and keep them for the match log; the
+        win rate against each opponent (draws half)."""
+        targets, matches = self.sampler.verification()
+        if not targets or matches <= 0:
+            return {}
+        played = verify_model(model, [self.sampler.opponent(t) for t in targets], matches,
+                              envs, meta)
+        rates = self.sampler.record_verified([(r["opponent"], r["outcome"]) for r in played])
+        self._verified = [{"b": r["opponent"], "result": r["outcome"], "ticks": r["ticks"],
+                           "seed": r["seed"], "time": r["time"], "a_policy": "fixed"}
+                          for r in played]
+        return rates
 
     def register(self, generation: int, model: Any, checkpoint: Path, meta: PolicyMeta,
                  parent: str | None, evals: dict[str, dict[str, Any]]) -> Member:
@@ -114,6 +133,8 @@ class LeagueTrainee:
                 evaluated += [{"b": opp, "result": m["outcome"], "ticks": m["ticks"],
                                "seed": m.get("seed"), "time": m.get("time"),
                                "a_policy": policy} for m in played.get("matches", ())]
+        evaluated += self._verified  # fixed against fixed: rated like any member's game
+        self._verified = []
         return records + self.sink.records(evaluated, a=member_id, source="eval")
 
     def _refresh(self) -> None:

@@ -324,7 +324,11 @@ class _Generations(Closing):
         train_s = time.perf_counter() - g0
         evals = evaluate_model(model, cfg.eval_levels, cfg.eval_episodes, self.envs.evals,
                                policy_meta(cfg))
-        _log_evals(model, gen, evals)
+        # Main's verification against its exploiters (--main-verify-matches), before the
+        # save so the sampler state it leaves is the checkpoint's
+        verified = self.league.verify(model, policy_meta(cfg), self.envs.evals) \
+            if self.league is not None else {}
+        _log_evals(model, gen, evals, verified)
         # decided before saving, so the metadata (and its sampler state) says what follows
         reset = self.league is not None and self.sampler.wants_reset(gen)
         zip_path = save_generation(model, self.rdir, gen, {
@@ -439,12 +443,16 @@ def _progress_bar(cfg: TrainConfig, enabled: bool) -> Any:
                         mininterval=2.0, dynamic_ncols=True)
 
 
-def _log_evals(model: Any, gen: int, evals: dict[str, dict[str, Any]]) -> None:
+def _log_evals(model: Any, gen: int, evals: dict[str, dict[str, Any]],
+               verified: dict[str, float] | None = None) -> None:
     for name, ev in evals.items():
         model.logger.record(f"eval/win_rate/{name}", ev["win_rate"])
         model.logger.record(f"eval/sampled_win_rate/{name}", ev["sampled"]["win_rate"])
         model.logger.record(f"eval/draw_rate/{name}", ev["draw_rate"])
         model.logger.record(f"eval/spam_fraction/{name}", ev["spam_fraction"])
+    if verified:  # the deterministic policy against the exploiters it was verified on
+        model.logger.record("eval/verified/min_win_rate", min(verified.values()))
+        model.logger.record("eval/verified/mean_win_rate", sum(verified.values()) / len(verified))
     model.logger.record("eval/generation", gen)
     model.logger.record("time/total_timesteps", model.num_timesteps)
     model.logger.dump(model.num_timesteps)
