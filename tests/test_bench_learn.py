@@ -70,6 +70,10 @@ def test_recipes_in_the_repository_load(tmp_path: Path) -> None:
     (lambda t: t.replace('"cpu:2"', '"cpu:9"'), "cpu:9"),
     (lambda t: t.replace("[eval]", '[eval]\npolicy = "greedy"'), "eval.policy must be one of"),
     (lambda t: t.replace("main_pfsp_share = 0.3", "main_pfsp_share = 0.6"), r"\[train\] main_fixed"),
+    (lambda t: t + "[exploit]\nsteps = 0\n", r"\[exploit\] --steps \(0\) must be"),
+    (lambda t: t + "[exploit]\nseed = [1]\n", r"unknown key\(s\) \['exploit.seed'\]"),
+    (lambda t: t + "[exploit]\nrandom = false\n", r"\[exploit\] no exploiter to train"),
+    (lambda t: t + "[exploit]\nsteps = 'many'\n", r"\[exploit\] a value is not a number"),
 ])
 def test_a_bad_recipe_is_refused_naming_the_key(tmp_path: Path, edit, message) -> None:
     f = tmp_path / "bad.toml"
@@ -203,7 +207,19 @@ opponents = [2, 4]
 matches = 2
 epochs = 1
 c_eval_matches = 0
-[eval]""")
+[eval]""") + """[exploit]
+seeds = [0]
+steps = 256
+generations = 1
+matches = 2
+curve_matches = 1
+[exploit.train]
+n_envs = 2
+n_steps = 128
+batch_size = 64
+n_epochs = 1
+eval_levels = []
+"""
     out = tmp_path / "out"
     recipe.write_text(text.replace("budget_steps = 512", "budget_steps = 256"))
     r = run_cli("bench", "learn", str(recipe), "--out", str(out), "--no-progress", timeout=600)
@@ -229,6 +245,17 @@ c_eval_matches = 0
         assert res["start_pooled"][opp]["wins"] == start["wins"]
     assert "the clone each seed started from" in r.stdout
     assert (tmp_path / "out" / "s4" / "start_eval.json").is_file()
+    # the exploitability column: fresh exploiters from the clone against what ships (from
+    # random weights too only when asked: random defaults to false where there is a clone)
+    ex = seed["exploit"]
+    assert [(e["start"], e["seed"]) for e in ex["exploiters"]] == [("clone", 0)]
+    assert ex["best"]["matches"] == 2 and len(ex["exploiters"][0]["curve"]) == 1
+    rec = json.loads((Path(ex["out"]) / "clone_s0" / "exploiter.json").read_text())
+    assert rec["config"]["init_from"] == seed["init_from"] and rec["config"]["n_envs"] == 2
+    played = json.loads((Path(ex["out"]) / "result.json").read_text())["target"]
+    assert played["checkpoint"] == seed["checkpoint"]
+    assert Path(ex["out"]).name == Path(seed["checkpoint"]).stem
+    assert "seed 4: exploited by the best of 1 (0.000256 M env steps each): " in r.stdout
     # the continuation reused the clone the first call built, not rebuilt it
     assert seed["init_from"] == first["init_from"] and clone.stat().st_mtime_ns == stamp
     assert seed["imitation_seconds"] < first["imitation_seconds"]

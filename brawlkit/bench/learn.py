@@ -30,13 +30,22 @@ A recipe file (TOML)::
     [imitation]                    # optional: a start from demonstrations (docs/imitation.md)
     teachers = [7]                 # ImitationConfig fields; the clone is every role's --init-from
     matches = 40
+    [exploit]                      # optional: the shipped policy's approximate exploitability
+    seeds = [0, 1, 2]              # bench exploit's settings: fresh exploiters from the clone
+    steps = 5_000_000              # (random = true, the default without one: from random
+    random = false                 # weights too) against the frozen policy alone; the best
+                                   # one's fresh win rate
+    [exploit.train]                # TrainConfig fields of the exploiters (bench exploit --set)
+    async_update = false
 
 ``kind = "imitation"`` (with ``budget_steps = 0``) judges the clone itself, before any RL.
 The imitation's data and cloning are part of the seed's wall-clock (``imitation_seconds``
 beside ``train_seconds``).
 
 Each seed's run lives in ``<out>/s<seed>/`` with ``train.json`` and ``eval.json``
-(``eval_sampled.json`` for the sampled policy); a rerun skips what is already there, so
+(``eval_sampled.json`` for the sampled policy) and, with an ``[exploit]`` table,
+``exploit.json`` (its exploiters' runs in ``exploit/<checkpoint>/``, as ``bench exploit``
+leaves them: a stopped one continues too); a rerun skips what is already there, so
 an interrupted benchmark continues, and ``--policy sampled`` judges a finished run's
 sampled policy without training it again.  Its RL continues too: a seed with no
 ``train.json`` whose roles finished some generations resumes each role after its last
@@ -60,6 +69,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from brawlkit.bench import exploit as exploit_bench
 from brawlkit.common.cli_args import add_json_flag, add_progress_flag, command_parser
 from brawlkit.common.io import atomic_write_json
 from brawlkit.common.paths import repo_root
@@ -81,6 +91,10 @@ KINDS = ("curriculum", "league", "imitation")
 #: the policies a run can be judged on: the mean (``export``) or with its noise
 #: (``export --sampled``)
 POLICIES = ("deterministic", "sampled")
+#: the keys of a recipe's ``[exploit]`` table: ``bench exploit``'s settings
+#: (:class:`~brawlkit.bench.exploit.ExploitSettings`; ``train`` is its ``--set``)
+EXPLOIT_KEYS = ("seeds", "steps", "generations", "random", "matches", "curve_matches", "pick",
+                "train")
 
 
 @dataclass
@@ -100,6 +114,7 @@ class LearnConfig:
     imitation: dict[str, Any] | None = None
     path: Path | None = field(default=None, compare=False)
     policy: str = "deterministic"
+    exploit: dict[str, Any] | None = None
 
     @classmethod
     def load(cls, path: str | Path) -> LearnConfig:
@@ -112,9 +127,10 @@ class LearnConfig:
             raise ValueError(f"{p}: {e}") from None
         ev = data.pop("eval", {})
         known = {"name", "description", "kind", "budget_steps", "seeds", "roles", "pick", "train",
-                 "imitation"}
+                 "imitation", "exploit"}
         unknown = sorted(set(data) - known) + sorted(
-            f"eval.{k}" for k in set(ev) - {"matches", "opponents", "policy"})
+            f"eval.{k}" for k in set(ev) - {"matches", "opponents", "policy"}) + sorted(
+            f"exploit.{k}" for k in set(data.get("exploit") or {}) - set(EXPLOIT_KEYS))
         if unknown:
             raise ValueError(f"{p}: unknown key(s) {unknown}")
         try:
@@ -127,7 +143,8 @@ class LearnConfig:
                       pick=str(data.get("pick", "final")), matches=int(ev.get("matches", 100)),
                       opponents=tuple(str(o) for o in ev.get("opponents", DEFAULT_OPPONENTS)),
                       imitation=data.get("imitation"), path=p,
-                      policy=str(ev.get("policy", "deterministic")))
+                      policy=str(ev.get("policy", "deterministic")),
+                      exploit=data.get("exploit"))
         except KeyError as e:
             raise ValueError(f"{p}: missing key {e}") from None
         cfg.validate()
@@ -164,6 +181,12 @@ class LearnConfig:
             if self.imitation is not None:
                 table = "[imitation]"
                 self.imitation_config().validate(self.imitation_train_config(self.seeds[0]))
+            if self.exploit is not None:
+                table = "[exploit]"
+                if self.kind == "imitation":
+                    raise ValueError("a clone is exploited with bench exploit, not here")
+                clone = Path("clone.zip") if self.imitation is not None else None
+                self.exploit_settings(Path("target.zip"), clone, Path(".")).validate(files=False)
         except (ValueError, TypeError) as e:
             if str(where) in str(e):
                 raise
@@ -195,6 +218,26 @@ class LearnConfig:
         fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v
                                   for k, v in self.imitation.items()}
         return ImitationConfig(**fields)
+
+    def exploit_settings(self, target: Path, init_from: Path | None,
+                         out: Path) -> exploit_bench.ExploitSettings:
+        """``bench exploit``'s settings for one seed's shipped ``target``: the ``[exploit]``
+        table's, the exploiters starting from ``init_from`` (the recipe's clone) and, with
+        ``random = true`` (the default only for a recipe without a clone), from random
+        weights as well."""
+        assert self.exploit is not None
+        t = self.exploit
+        try:
+            return exploit_bench.ExploitSettings(
+                target=target, out=out, init_from=init_from,
+                seeds=tuple(int(x) for x in t.get("seeds", (0, 1, 2))),
+                steps=int(t.get("steps", 5_000_000)), generations=int(t.get("generations", 10)),
+                random=bool(t.get("random", self.imitation is None)),
+                matches=int(t.get("matches", 100)),
+                curve_matches=int(t.get("curve_matches", 20)), pick=str(t.get("pick", "best")),
+                train=dict(t.get("train", {})))
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"a value is not a number where one is needed ({e})") from None
 
     def imitation_train_config(self, seed: int) -> TrainConfig:
         """The network, cadence, reward and seed the clone is made with: the recipe's,
@@ -373,6 +416,9 @@ def run(cfg: LearnConfig, out: Path, seeds: tuple[int, ...] | None = None,
             start = _cached(sdir / f"start_eval{tag}.json", lambda t=trained: _evaluate(
                 {"checkpoint": t["init_from"]}, cfg, eval_envs, progress))
             row["start"] = start
+        if cfg.exploit is not None:  # the exploitability column: the shipped policy exploited
+            row["exploit"] = _cached(sdir / "exploit.json", lambda t=trained, d=sdir: _exploit(
+                t, cfg, d, eval_envs, progress))
         per_seed.append(row)
     res = {"bench": "learn", "config": cfg.name, "config_file": str(cfg.path), "kind": cfg.kind,
            "roles": list(cfg.roles), "budget_steps": cfg.budget_steps, "matches": cfg.matches,
@@ -391,6 +437,20 @@ def _evaluate(trained: dict[str, Any], cfg: LearnConfig, n_envs: int,
                           sampled=cfg.policy == "sampled")
     return {"policy": cfg.policy, "eval": ev, "playstyle": playstyle(ev),
             "eval_seconds": round(time.perf_counter() - t0, 1)}
+
+
+def _exploit(trained: dict[str, Any], cfg: LearnConfig, sdir: Path, n_envs: int,
+             progress: bool) -> dict[str, Any]:
+    """``bench exploit`` of the seed's shipped checkpoint from the recipe's clone, its
+    records in ``<seed>/exploit/<checkpoint>/`` (a seed trained further ships another
+    checkpoint, exploited afresh); the summary the learning table shows."""
+    init, target = trained.get("init_from"), Path(trained["checkpoint"])
+    s = cfg.exploit_settings(target, Path(init) if init else None,
+                             sdir / "exploit" / target.stem)
+    s.eval_envs = n_envs
+    if cfg.policy == "sampled":
+        s.sampled = True  # exploit the policy that was judged: the one that ships
+    return exploit_bench.summary(exploit_bench.run(s, progress))
 
 
 def _cached(path: Path, make: Any) -> dict[str, Any]:
@@ -425,7 +485,21 @@ def format_table(res: dict[str, Any]) -> str:
                          f"{b} {v:.2f}" for b, v in ps["press_rate"].items())
                      + f"; spam {ps['spam_fraction']:.2f}; matches {ps['match_seconds']:.0f} s; "
                      f"{Path(s['checkpoint']).name}")
+        if "exploit" in s:
+            lines.append(f"seed {s['seed']}: " + exploited(s["exploit"]))
     return "\n".join(lines)
+
+
+def exploited(summary: dict[str, Any]) -> str:
+    """One line of a seed's exploitability: the best exploiter's fresh win rate with its
+    interval, every exploiter's, and where each first reached 0.5."""
+    b, ex = summary["best"], summary["exploiters"]
+    firsts = [f"{e['first_half'] / 1e6:.1f} M" if e["first_half"] is not None else "never"
+              for e in ex]
+    return (f"exploited by the best of {len(ex)} ({summary['steps'] / 1e6:g} M env steps each): "
+            f"{_rate(b)} over {b['matches']} fresh matches (" + ", ".join(
+                f"{e['fresh']['win_rate']:.2f}" for e in ex) + "); first >= 0.5 at "
+            + ", ".join(firsts))
 
 
 def _opponent_rows(opponents: list[str], evals: list[dict[str, Any]],
