@@ -95,6 +95,75 @@ def plot_pfsp_draws(view: LeagueView, axes: Any = None,
     return axes
 
 
+def exploiter_edge(view: LeagueView, exploiter: str = "main_exploiter",
+                   target: str = "main") -> tuple[list[int], np.ndarray, np.ndarray, np.ndarray]:
+    """How far each generation of the exploiter beat its target, from the league's own
+    log: per generation of ``exploiter``, its win rate (draws half) in its training games
+    against ``target``'s frozen members (deterministic, what the target ships), their
+    count, and how long its wins took (mean ticks; NaN without a win: a match is at most
+    ``BP_MATCH_TICKS``, so a mean near it says the wins came at the timer, not by
+    knock-outs).  The in-league estimate of how exploitable the target is, generation by
+    generation, at no cost beyond the training itself; ``bench exploit`` is the measure.
+    Returns ``(generations, win rates, games, mean ticks of the wins)``."""
+    gen_of = {m.id: m.generation for m in view.members if m.role == exploiter}
+    targets = {m.id for m in view.members if m.role == target}
+    games: dict[int, list[tuple[float, int]]] = defaultdict(list)
+    for r in view.matches:
+        if r.source == f"train:{exploiter}" and r.a in gen_of and r.b in targets:
+            games[gen_of[r.a]].append((r.score, r.ticks))
+    gens = sorted(games)
+    win_ticks = [[t for sc, t in games[g] if sc == 1.0] for g in gens]
+    return (gens, np.array([np.mean([sc for sc, _ in games[g]]) for g in gens]),
+            np.array([len(games[g]) for g in gens]),
+            np.array([np.mean(w) if w else np.nan for w in win_ticks]))
+
+
+def verified_standing(view: LeagueView, role: str = "main", against: str = "main_exploiter"
+                      ) -> tuple[list[int], np.ndarray, np.ndarray]:
+    """Per generation of ``role``: its deterministic policy's win rate (draws half) in its
+    verification matches (``--main-verify-matches``: fixed against fixed, source
+    ``eval``) against ``against``'s members — the lowest over those opponents and the
+    mean.  Empty for a league that did not verify.  Returns ``(generations, min, mean)``."""
+    gen_of = {m.id: m.generation for m in view.members if m.role == role}
+    others = {m.id for m in view.members if m.role == against}
+    points: dict[int, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for r in view.matches:
+        if r.source == "eval" and r.a in gen_of and r.b in others:
+            points[gen_of[r.a]][r.b].append(r.score)
+    gens = sorted(points)
+    rates = [[float(np.mean(v)) for v in points[g].values()] for g in gens]
+    return gens, np.array([min(x) for x in rates]), np.array([np.mean(x) for x in rates])
+
+
+def plot_exploiter_edge(view: LeagueView, ax: Any = None) -> Any:
+    """The main exploiters' edge over Main by generation (:func:`exploiter_edge`), their
+    resets, and — where Main verified what it ships against them — Main's lowest and mean
+    verified win rate (:func:`verified_standing`).  Healthy: each fresh lineage's edge
+    climbs more slowly, and peaks lower, as Main patches what they found."""
+    ax = _ax(ax, (10, 3.4))
+    gens, edge, _, _ = exploiter_edge(view)
+    vgens, vmin, vmean = verified_standing(view)
+    if not gens and not vgens:
+        return empty(ax, "no main exploiter has played Main yet")
+    if gens:
+        ax.plot(gens, edge, "o-", color=ROLE_COLOURS["main_exploiter"], lw=1.2, ms=4,
+                label="main exploiter vs Main (its training games)")
+    if vgens:
+        ax.plot(vgens, vmin, "s--", color=ROLE_COLOURS["main"], lw=1, ms=3,
+                label="Main verified (deterministic): lowest")
+        ax.plot(vgens, vmean, ":", color=ROLE_COLOURS["main"], lw=1,
+                label="Main verified (deterministic): mean")
+    for g in resets(view.members, "main_exploiter"):
+        ax.axvline(g - 0.5, color="0.8", lw=0.8, zorder=0)
+    ax.set_ylim(-0.05, 1.05)
+    ax.set_xlabel("generation (grey: a main exploiter reset)")
+    generation_axis(ax)
+    ax.set_ylabel("win rate (draws half)")
+    ax.set_title("the exploiters' edge over Main", fontsize=10)
+    ax.legend(fontsize=LEGEND_SIZE, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return ax
+
+
 def progress_files(runs_root: str | Path, role: str) -> list[Path]:
     """A role's trainer logs in time order: per run directory (oldest first) the parts a
     ``--resume`` set aside (``progress_until_gen_XXXX.csv``), then ``progress.csv``."""
