@@ -74,6 +74,7 @@ def test_action_repeat_2_is_carried_from_training_to_eval_and_the_bot(
     assert r.returncode == 0, r.stderr
     ev = last_json(r.stdout)
     assert ev["action_repeat"] == 2
+    assert sum(ev["wins_by"].values()) == ev["wins"]  # how each win was decided
     # every step but a match's last covers exactly 2 ticks
     assert 2 * (ev["mean_steps"] - 1) < ev["mean_ticks"] <= 2 * ev["mean_steps"]
     _, ticks, err = run_bot(bot_bin, server_factory, tmp_path / "p.bpw", tmp_path / "t.txt",

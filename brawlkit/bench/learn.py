@@ -492,12 +492,13 @@ def format_table(res: dict[str, Any]) -> str:
 
 def exploited(summary: dict[str, Any]) -> str:
     """One line of a seed's exploitability: the best exploiter's fresh win rate with its
-    interval, every exploiter's, and where each first reached 0.5."""
+    interval and how its wins were decided, every exploiter's, and where each first
+    reached 0.5."""
     b, ex = summary["best"], summary["exploiters"]
     firsts = [f"{e['first_half'] / 1e6:.1f} M" if e["first_half"] is not None else "never"
               for e in ex]
     return (f"exploited by the best of {len(ex)} ({summary['steps'] / 1e6:g} M env steps each): "
-            f"{_rate(b)} over {b['matches']} fresh matches (" + ", ".join(
+            f"{_rate(b)} over {b['matches']} fresh matches{exploit_bench.how_won(b)} (" + ", ".join(
                 f"{e['fresh']['win_rate']:.2f}" for e in ex) + "); first >= 0.5 at "
             + ", ".join(firsts))
 

@@ -71,6 +71,26 @@ class SampledPolicy:
         return self.policy.sample(obs, self.noise)
 
 
+#: how a finished match was decided (:func:`decided_by`), in the order tables show them
+DECIDED = ("knockout", "stocks", "damage", "even", "cut")
+
+
+def decided_by(info: dict[str, Any]) -> str:
+    """How the match an episode's last ``info`` ends was decided, by the server's rule
+    (docs/protocol.md, "Game over"): ``knockout`` (a fighter lost its last stock before the
+    buzzer), at the buzzer ``stocks`` (more stocks left) or ``damage`` (equal stocks, less
+    damage), ``even`` (the buzzer with both equal: a draw), or ``cut`` (the episode was
+    truncated before the match ended). Why: a win rate alone does not say *how* a policy
+    is beaten; an exploiter that wins by knock-outs has found a hole in Main's fighting, one
+    that wins at the buzzer on damage has found that Main does not close a deficit."""
+    if int(info["ticks_left"]) > 0:
+        return "knockout" if min(int(info["self_stocks"]), int(info["other_stocks"])) <= 0 \
+            else "cut"
+    if int(info["self_stocks"]) != int(info["other_stocks"]):
+        return "stocks"
+    return "damage" if float(info["self_damage"]) != float(info["other_damage"]) else "even"
+
+
 def play_episodes(
     policy: PolicyFn,
     opponent: Any = "cpu:3",
@@ -117,8 +137,9 @@ def play_matches(policy: PolicyFn, jobs: Sequence[tuple[Any, int]], envs: Sequen
     there are ``envs``: each env an arena stepped by one fast lane (every arena's input,
     reward and match end from one C call, ``policy`` called once per step on every arena
     still playing), a finished match's env taking the next job.  Each result is one real
-    match: its opponent's label, seed, outcome, ticks, stock difference, steps, spam
-    fraction and share of steps each button was held; in the order they ended
+    match: its opponent's label, seed, outcome, how it was decided (:func:`decided_by`),
+    ticks, stock difference, steps, spam fraction and share of steps each button was held;
+    in the order they ended
     (``on_match`` sees each as it ends, for progress)."""
     envs = list(envs)[:max(1, min(len(envs), len(jobs)))]
     if not jobs:
@@ -159,7 +180,8 @@ def play_matches(policy: PolicyFn, jobs: Sequence[tuple[Any, int]], envs: Sequen
                 opp, match_seed = job[i]  # type: ignore[misc]
                 res = {
                     "opponent": str(getattr(opp, "label", opp)), "seed": match_seed,
-                    "outcome": info.get("outcome") or "draw", "ticks": int(info.get("tick", 0)),
+                    "outcome": info.get("outcome") or "draw", "decided": decided_by(info),
+                    "ticks": int(info.get("tick", 0)),
                     "stock_diff": int(info["self_stocks"]) - int(info["other_stocks"]),
                     "spam_fraction": spam_fraction(counts[i]), "steps": int(steps[i]),
                     "pressed": pressed[i] / max(int(steps[i]), 1), "time": time.time(),
@@ -180,9 +202,10 @@ def play_matches(policy: PolicyFn, jobs: Sequence[tuple[Any, int]], envs: Sequen
 
 
 def summarize(results: list[dict[str, Any]], opponent: str) -> dict[str, Any]:
-    """Counts, rates and playstyle of one opponent's matches, and under ``"matches"``
-    every match itself (seed, outcome, ticks, end time: what the league's match log
-    records)."""
+    """Counts, rates and playstyle of one opponent's matches, how the wins and the losses
+    were decided (``wins_by`` / ``losses_by``: :data:`DECIDED` counts), and under
+    ``"matches"`` every match itself (seed, outcome, ticks, end time: what the league's
+    match log records)."""
     n = len(results)
     wins = sum(r["outcome"] == "win" for r in results)
     draws = sum(r["outcome"] == "draw" for r in results)
@@ -196,6 +219,8 @@ def summarize(results: list[dict[str, Any]], opponent: str) -> dict[str, Any]:
         "win_rate": wins / n if n else 0.0,
         "draw_rate": draws / n if n else 0.0,
         "loss_rate": losses / n if n else 0.0,
+        "wins_by": decided_counts(results, "win"),
+        "losses_by": decided_counts(results, "loss"),
         "mean_stock_diff": float(np.mean([r["stock_diff"] for r in results])) if n else 0.0,
         "mean_ticks": float(np.mean([r["ticks"] for r in results])) if n else 0.0,
         "mean_steps": float(np.mean([r["steps"] for r in results])) if n else 0.0,
@@ -207,6 +232,18 @@ def summarize(results: list[dict[str, Any]], opponent: str) -> dict[str, Any]:
         "matches": [{"seed": r.get("seed"), "outcome": r["outcome"], "ticks": r["ticks"],
                      "time": r.get("time")} for r in results],
     }
+
+
+def decided_counts(results: list[dict[str, Any]], outcome: str) -> dict[str, int]:
+    """How the matches of ``results`` with ``outcome`` were decided: a count per
+    :data:`DECIDED` kind that occurred, in that order."""
+    n = collections.Counter(r["decided"] for r in results if r["outcome"] == outcome)
+    return {k: n[k] for k in DECIDED if n[k]}
+
+
+def format_decided(counts: dict[str, int]) -> str:
+    """``counts`` (:func:`decided_counts`) as a table cell: ``knockout 12, damage 80``."""
+    return ", ".join(f"{k} {v}" for k, v in counts.items()) or "none"
 
 
 def evaluate_model(model: Any, levels: Sequence[int], episodes: int, envs: Sequence[Any],
@@ -333,7 +370,7 @@ def evaluate_shipped(checkpoint: str | Path, opponents: tuple[str, ...], matches
         res = summarize(by_opp.get(str(getattr(specs[opp], "label", opp)), []), opp)
         lo, hi = wilson_interval(res["wins"], res["episodes"])
         out[opp] = {k: res[k] for k in ("episodes", "wins", "draws", "losses", "win_rate",
-                                        "spam_fraction", "press_rate", "mean_ticks", "matches")}
+                                        "wins_by", "losses_by", "spam_fraction", "press_rate", "mean_ticks", "matches")}
         out[opp]["win_ci"] = [round(lo, 4), round(hi, 4)]
     return out
 
@@ -398,5 +435,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {label:<22} win {r['win_rate']:.2f}  draw {r['draw_rate']:.2f}  "
                   f"loss {r['loss_rate']:.2f}  (mean stock diff {r['mean_stock_diff']:+.2f}, "
                   f"spam {r['spam_fraction']:.2f}, buttons held "
-                  + " ".join(f"{k} {v:.2f}" for k, v in r["press_rate"].items()) + ")")
+                  + " ".join(f"{k} {v:.2f}" for k, v in r["press_rate"].items()) + "); "
+                  f"wins by {format_decided(r['wins_by'])}; losses by "
+                  f"{format_decided(r['losses_by'])}")
     return 0
