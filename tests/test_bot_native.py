@@ -75,6 +75,13 @@ def test_action_repeat_2_is_carried_from_training_to_eval_and_the_bot(
     ev = last_json(r.stdout)
     assert ev["action_repeat"] == 2
     assert sum(ev["wins_by"].values()) == ev["wins"]  # how each win was decided
+    # against a frozen policy: here its own blob, played as a league member is
+    r = run_cli("eval", "--checkpoint", str(trained_checkpoint), "--vs", str(tmp_path / "p.bpw"),
+                "--episodes", "2", "--json")
+    assert r.returncode == 0, r.stderr
+    mirror = last_json(r.stdout)
+    assert mirror["vs"] == "p.bpw" and mirror["wins"] + mirror["draws"] + mirror["losses"] == 2
+    assert sum(mirror["losses_by"].values()) == mirror["losses"]
     # every step but a match's last covers exactly 2 ticks
     assert 2 * (ev["mean_steps"] - 1) < ev["mean_ticks"] <= 2 * ev["mean_steps"]
     _, ticks, err = run_bot(bot_bin, server_factory, tmp_path / "p.bpw", tmp_path / "t.txt",

@@ -49,7 +49,7 @@ def _corrupt_zip(path: Path) -> Path:
     return path
 
 
-def _bpw(path: Path) -> Path:
+def _bpw(path: Path, action_repeat: int = 4) -> Path:
     """A real .bpw blob (an exported actor), the file users confuse with a checkpoint."""
     from brawlkit.export.bpw import ACT_NONE, ACT_TANH, Layer, PolicyMeta, pack_bpw
 
@@ -58,7 +58,13 @@ def _bpw(path: Path) -> Path:
                     ACT_TANH),
               Layer(rng.standard_normal((6, 8)).astype(np.float32), np.zeros(6, np.float32),
                     ACT_NONE)]
-    path.write_bytes(pack_bpw(layers, PolicyMeta(4, 2, "tiered")))
+    path.write_bytes(pack_bpw(layers, PolicyMeta(action_repeat, 2, "tiered")))
+    return path
+
+
+def _damaged(path: Path) -> Path:
+    """``path`` cut short mid-layer: a blob copied half-way."""
+    path.write_bytes(path.read_bytes()[:200])
     return path
 
 
@@ -86,6 +92,15 @@ MISTAKES: list[tuple[str, Args, str]] = [
      "nope.zip not found"),
     ("eval --vs cpu:9", lambda t: ["eval", "--checkpoint", str(_meta_ok_zip(t / "ok.zip")),
                                    "--vs", "cpu:9"], "'cpu:9' is no permanent member: give baseline or cpu:L with L in 1..8"),
+    ("eval --vs a missing .bpw", lambda t: ["eval", "--checkpoint",
+                                            str(_meta_ok_zip(t / "ok.zip")), "--vs",
+                                            str(t / "gone.bpw")], "gone.bpw not found"),
+    ("eval --vs a .bpw at another cadence", lambda t: [
+        "eval", "--checkpoint", str(_meta_ok_zip(t / "ok.zip")), "--vs",
+        str(_bpw(t / "r2.bpw", action_repeat=2))], "trained at action repeat 2"),
+    ("eval --vs a corrupt .bpw", lambda t: [
+        "eval", "--checkpoint", str(_meta_ok_zip(t / "ok.zip")), "--vs",
+        str(_damaged(_bpw(t / "bad.bpw")))], "bad.bpw"),
     ("eval --episodes 0", lambda t: ["eval", "--checkpoint", str(_meta_ok_zip(t / "ok.zip")),
                                      "--episodes", "0"], "--episodes must be >= 1"),
     ("export a .bpw", lambda t: ["export", str(_bpw(t / "a.bpw")), "-o", str(t / "b.bpw")],

@@ -35,7 +35,7 @@ from brawlkit.env.observation import check_input_layout
 from brawlkit.env.rewards import OutcomeReward
 from brawlkit.export.actor import NoiseStream, NumpyPolicy, checkpoint_meta, load_checkpoint
 from brawlkit.export.bpw import PolicyMeta
-from brawlkit.league.opponents import BaselinePolicy, permanent_opponent
+from brawlkit.league.opponents import BaselinePolicy, fixed_opponent, permanent_opponent
 from brawlkit.league.records import BASELINE_ID
 from brawlkit.wire.cpu_level import CpuLevel
 from brawlkit.wire.server_process import ServerGroup
@@ -310,11 +310,14 @@ def evaluate(
 ) -> dict[str, Any]:
     """Win / draw / loss rates of ``checkpoint`` (an SB3 zip) against ``vs``, played at
     the action repeat and input layout it was trained with: the deterministic policy
-    (what ships: the top-level numbers) and the sampled one (under ``"sampled"``)."""
+    (what ships: the top-level numbers) and the sampled one (under ``"sampled"``).
+    ``vs``: a CPU level, the baseline, or the path of a ``.bpw`` played as a frozen league
+    member is (``train --opponent``'s forms: an exploiter against the Main it exploits,
+    or the other way round)."""
     limit_threads()
-    # the league's scripted yardstick is played as a second client
-    opponent: Any = BaselinePolicy() if vs == BASELINE_ID else vs
     det, sampled = load_policies(checkpoint, sampled_seed=seed)
+    # the scripted baseline and a frozen policy are played as a second client
+    opponent = fixed_opponent(vs, det.meta.input_layout, det.meta.action_repeat)
     kw = {"action_repeat": det.meta.action_repeat, "input_layout": det.meta.input_layout}
     res = play_episodes(det, opponent, episodes, seed, n_envs=n_envs, env_kwargs=kw)
     res["sampled"] = play_episodes(sampled, opponent, episodes, seed, n_envs=n_envs, env_kwargs=kw)
@@ -404,8 +407,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--checkpoint", required=True, help="SB3 checkpoint zip (e.g. runs/main/.../gen_0003.zip)")
     ap.add_argument("--vs", default="cpu:3",
-                    help="opponent: cpu:L with L in 1..8, or baseline (the league's scripted "
-                    "member; default cpu:3)")
+                    help="opponent: cpu:L with L in 1..8, baseline (the league's scripted "
+                    "member), or the path of a policy .bpw (a frozen member, played as the "
+                    "league plays it; default cpu:3)")
     ap.add_argument("--episodes", type=int, default=10, help="matches to play (default 10)")
     ap.add_argument("--seed", type=int, default=0, help="match seed of episode 0; episode j uses seed+j")
     ap.add_argument("--n-envs", type=int, default=EVAL_ARENAS,
@@ -416,14 +420,20 @@ def main(argv: list[str] | None = None) -> int:
     try:
         permanent_opponent(args.vs)
     except ValueError as e:
-        ap.error(f"--vs: {e}")
+        if not args.vs.endswith(".bpw"):
+            ap.error(f"--vs: {e}, or the path of a policy .bpw")
     for flag, value in (("--episodes", args.episodes), ("--n-envs", args.n_envs)):
         if value < 1:
             ap.error(f"{flag} must be >= 1, got {value}")
     try:
-        checkpoint_meta(args.checkpoint)
+        meta = checkpoint_meta(args.checkpoint)
     except (FileNotFoundError, ValueError) as e:
         print(f"eval: --checkpoint: {e}", file=sys.stderr)
+        return 2
+    try:  # a policy opponent is read and checked against the checkpoint's cadence and layout
+        fixed_opponent(args.vs, meta.input_layout, meta.action_repeat)
+    except (FileNotFoundError, ValueError) as e:
+        print(f"eval: --vs: {e}", file=sys.stderr)
         return 2
     res = evaluate(args.checkpoint, args.vs, args.episodes, args.seed, args.n_envs)
     if args.json:
