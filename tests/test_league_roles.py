@@ -3,6 +3,8 @@ declaration per role, a toy role added through its declaration and trained)."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -143,6 +145,35 @@ def test_main_exploiter_switches_below_the_threshold_and_back(tmp_path):
         s.record("main-g3", "win")  # 10 / 20 = 0.5 again
     assert s.choose() == "main-g3"
     assert [g for g in range(12) if s.wants_reset(g)] == [3, 7, 11]
+
+
+def test_a_held_target_stays_the_lineages_main_until_its_reset(tmp_path):
+    """--exploiter-target held: the Main that was newest when the lineage started, while
+    Main registers newer ones; its fallback is Main's history up to it; a reset lets go
+    (the next lineage takes Main's newest) and a resumed run holds the same Main."""
+    s = MainExploiterSampler(tmp_path, 2, 4, seed=3, target="held", reset_every=2,
+                             payoff_decay=1.0)
+    s.refresh(_permanent() + _trained("main", 2))
+    assert s.choose() == "main-g1" and s.last_branch == "main"
+    s.refresh(_permanent() + _trained("main", 4))  # Main moved on twice
+    assert s.choose() == "main-g1"
+    for _ in range(10):
+        s.record("main-g1", "loss")
+    assert {s.choose() for _ in range(200)} <= {"main-g0", "main-g1"}  # never past it
+    assert s.last_branch == "main_history"
+    resumed = MainExploiterSampler(tmp_path, 2, 4, seed=3, target="held", reset_every=2,
+                                   payoff_decay=1.0)
+    resumed.refresh(_permanent() + _trained("main", 4))
+    resumed.load_state_dict(json.loads(json.dumps(s.state_dict())))
+    assert resumed.held == "main-g1"
+    assert not s.wants_reset(0) and s.held == "main-g1"
+    assert s.wants_reset(1) and s.held is None  # the lineage ends: the next one takes g3
+    assert s.choose() == "main-g3"
+    newest = MainExploiterSampler(tmp_path, 2, 4, seed=3, payoff_decay=1.0)  # the default
+    newest.refresh(_permanent() + _trained("main", 4))
+    assert newest.target == "newest" and newest.choose() == "main-g3"
+    with pytest.raises(ValueError, match="target"):
+        MainExploiterSampler(tmp_path, 2, 4, target="oldest")
 
 
 def test_league_exploiter_resets_with_its_probability(tmp_path):

@@ -244,6 +244,10 @@ declare_role(RoleSpec(
         _share("threshold", 0.2, "below this win rate against Main's newest it trains on "
                "Main's history (PFSP-variance)"),
         RoleOption("reset_every", 4, "fresh weights every K generations", low=1),
+        RoleOption("target", "newest", "the Main it exploits: newest (Main's newest "
+                   "checkpoint, moving as Main registers) or held (Main's newest when its "
+                   "lineage starts, held until its next reset: a best response to one frozen "
+                   "Main, as bench exploit trains)", choices=("newest", "held")),
     )))
 
 declare_role(RoleSpec(

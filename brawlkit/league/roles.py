@@ -28,9 +28,10 @@ refreshed after every registration (:meth:`LeagueSampler.refresh`).
   less than ``selfplay_floor`` there.  A kind with nobody in it falls through: no
   learned member yet → the fixed opponents; no struggling exploiter → self-play; no
   Main checkpoint yet → the fixed opponents.
-* :class:`MainExploiterSampler` — Main's newest checkpoint while it beats it at
-  least ``threshold`` of the time, else PFSP-variance over Main's history (toward
-  checkpoints it can beat) until it climbs back.  Reset every ``reset_every``
+* :class:`MainExploiterSampler` — Main's newest checkpoint (``target="held"``: the one
+  that was newest when its lineage started, until its next reset) while it beats it at
+  least ``threshold`` of the time, else PFSP-variance over Main's history up to it
+  (toward checkpoints it can beat) until it climbs back.  Reset every ``reset_every``
   generations (the trainer re-initialises the weights; :meth:`wants_reset`).
 * :class:`LeagueExploiterSampler` — PFSP (linear-capped) over the whole pool (or,
   with ``fixed_share`` > 0, that share against the fixed ladder first); reset with
@@ -299,15 +300,45 @@ class MainSampler(LeagueSampler):
 class MainExploiterSampler(LeagueSampler):
     role = "main_exploiter"
     threshold: float
+    target: str
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        #: with ``target="held"``: the Main this lineage exploits (None until its first draw)
+        self.held: str | None = None
 
     def choose(self) -> str:
         mains = self.ids("main")
         if not mains:
             return self._pick("pfsp", self.ids(), "variance")
+        if self.target == "held":
+            # Why: a fresh best response to the final, frozen Main beats it within 3-5 M
+            # steps, while exploiters chasing Main's newest checkpoint are outgrown every
+            # generation (README, league_144_verify); a lineage that keeps one Main finds
+            # what bench exploit finds, and Main meets it through its exploiter branch
+            if self.held not in mains:
+                self.held = mains[-1]
+            mains = mains[:mains.index(self.held) + 1]
         newest = mains[-1]
         if self.payoff.win_rate(newest) >= self.threshold:
             return self._take("main", newest)
         return self._pick("main_history", mains, "variance")
+
+    def wants_reset(self, generation: int) -> bool:
+        """As declared; a reset also lets go of the held Main, so the next lineage takes
+        Main's newest."""
+        reset = super().wants_reset(generation)
+        if reset:
+            self.held = None
+        return reset
+
+    def state_dict(self) -> dict[str, Any]:
+        return {**super().state_dict(), "held": self.held}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        held = state.get("held")
+        self.held = held if isinstance(held, str) else None
 
 
 
