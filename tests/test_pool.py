@@ -538,3 +538,33 @@ def test_sigkill_mid_write_leaves_a_readable_pool(tmp_path: Path) -> None:
             with pytest.raises(FileExistsError):
                 register(league, tmp_path, mid, writer="restart")
             assert league.member(mid) == m
+
+
+def test_ctrl_c_after_the_record_is_published_keeps_its_files(tmp_path, monkeypatch):
+    """A KeyboardInterrupt that lands after the record was linked in (here: as the
+    publishing returns) leaves the record *and* the files it points at; one
+    that lands before leaves neither (what test_ctrl_c_stops_the_league_cleanly caught
+    once on a loaded machine: a record whose blob had been cleaned away)."""
+    league = LeagueDir(tmp_path / "league")
+
+    def interrupt(*_: object) -> None:
+        raise KeyboardInterrupt
+
+    publish = LeagueDir._publish
+
+    def published_then_interrupted(self: LeagueDir, *args: object) -> None:
+        publish(self, *args)  # type: ignore[arg-type]
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(LeagueDir, "_publish", published_then_interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        register(league, tmp_path, "main-late")
+    (m,) = league.members(include_permanent=False)
+    assert league.blob_path(m).is_file() and league.checkpoint_path(m).is_file()
+    monkeypatch.undo()
+    monkeypatch.setattr(pool_mod, "_write_all", interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        register(league, tmp_path, "main-early")
+    assert [x.id for x in league.members(include_permanent=False)] == ["main-late"]
+    assert sorted(p.name for p in (league.path / "artifacts").iterdir()) == sorted(
+        p.name for p in (league.blob_path(m), league.checkpoint_path(m)))

@@ -213,6 +213,7 @@ class LeagueDir:
             raise FileExistsError(f"member {member.id!r} is already registered ({final})")
         self.members_dir.mkdir(parents=True, exist_ok=True)
         made: list[Path] = []
+        data: bytes | None = None  # the record as published, once it is written
         try:
             rec = replace(
                 member, created=member.created or utc_now(),
@@ -225,10 +226,14 @@ class LeagueDir:
             why = _record_problem(stored, member.id)  # what a reader would refuse
             if why:
                 raise ValueError(f"member {member.id!r}: {why}")
-            self._publish(text.encode("utf-8"), final, member.id)
+            data = text.encode("utf-8")
+            self._publish(data, final, member.id)
         except BaseException:
-            for p in made:
-                p.unlink(missing_ok=True)
+            # an interruption (Ctrl-C) that lands after the record was linked in, while the
+            # temp file is removed, must not take the files the published record points at
+            if data is None or not _holds(final, data):
+                for p in made:
+                    p.unlink(missing_ok=True)
             raise
         return stored
 
@@ -566,3 +571,11 @@ class MatchWriter(Closing):
 
     def __repr__(self) -> str:
         return f"MatchWriter({str(self.path)!r})"
+
+
+def _holds(path: Path, data: bytes) -> bool:
+    """Does ``path`` hold exactly ``data``? (This call's own record was published.)"""
+    try:
+        return path.read_bytes() == data
+    except OSError:
+        return False
