@@ -35,7 +35,7 @@ from brawlkit.env.observation import check_input_layout
 from brawlkit.env.rewards import OutcomeReward
 from brawlkit.export.actor import NoiseStream, NumpyPolicy, checkpoint_meta, load_checkpoint
 from brawlkit.export.bpw import PolicyMeta
-from brawlkit.league.opponents import BaselinePolicy, fixed_opponent, permanent_opponent
+from brawlkit.league.opponents import fixed_opponent, permanent_opponent
 from brawlkit.league.records import BASELINE_ID
 from brawlkit.wire.cpu_level import CpuLevel
 from brawlkit.wire.server_process import ServerGroup
@@ -354,7 +354,7 @@ def evaluate_shipped(checkpoint: str | Path, opponents: tuple[str, ...], matches
     meta = det_policy.meta
     kw: dict[str, Any] = {"action_repeat": meta.action_repeat,
                           "input_layout": meta.input_layout}
-    specs = {opp: (BaselinePolicy() if opp == BASELINE_ID else opp) for opp in opponents}
+    specs = {opp: fixed_opponent(opp, meta.input_layout, meta.action_repeat) for opp in opponents}
     jobs = [(specs[opp], opponent_seed(opp) + j) for opp in opponents for j in range(matches)]
     bar = _bar(len(jobs), f"eval {Path(checkpoint).name}", progress)
 
