@@ -250,8 +250,8 @@ class MainSampler(LeagueSampler):
         games.  Why both: the exploiters train against Main's frozen deterministic policy
         and beat it, while its own record is of its sampled training policy (an exploiter
         not met yet: 0.5); on that record alone the branch stayed almost unused.  (On the
-        verified one it woke only late in the run measured so far: Main often outgrows an
-        exploiter's target within a generation or two; docs/league.md.)"""
+        verified one it stays asleep too while the exploiters chase Main's newest checkpoint:
+        Main outgrows each within a generation; held targets wake it; docs/league.md.)"""
         if self.verified.games.get(exploiter, 0.0) > 0.0:
             return self.verified.win_rate(exploiter)
         return self.payoff.win_rate(exploiter)
