@@ -6,6 +6,7 @@ repeat the blob records; SIGHUP swaps weights without a restart."""
 
 from __future__ import annotations
 
+import collections
 import re
 import subprocess
 from pathlib import Path
@@ -75,6 +76,9 @@ def test_action_repeat_2_is_carried_from_training_to_eval_and_the_bot(
     ev = last_json(r.stdout)
     assert ev["action_repeat"] == 2
     assert sum(ev["wins_by"].values()) == ev["wins"]  # how each win was decided
+    # and which match ended how: the per-match list carries the same rule's verdict
+    assert collections.Counter(m["decided"] for m in ev["matches"]
+                               if m["outcome"] == "win") == collections.Counter(ev["wins_by"])
     # against a frozen policy: here its own blob, played as a league member is
     r = run_cli("eval", "--checkpoint", str(trained_checkpoint), "--vs", str(tmp_path / "p.bpw"),
                 "--episodes", "2", "--json")

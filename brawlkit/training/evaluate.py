@@ -204,8 +204,8 @@ def play_matches(policy: PolicyFn, jobs: Sequence[tuple[Any, int]], envs: Sequen
 def summarize(results: list[dict[str, Any]], opponent: str) -> dict[str, Any]:
     """Counts, rates and playstyle of one opponent's matches, how the wins and the losses
     were decided (``wins_by`` / ``losses_by``: :data:`DECIDED` counts), and under
-    ``"matches"`` every match itself (seed, outcome, ticks, end time: what the league's
-    match log records)."""
+    ``"matches"`` every match itself (seed, outcome, how it was decided, ticks, end time:
+    what the league's match log records, and which match of ``eval --json`` ended how)."""
     n = len(results)
     wins = sum(r["outcome"] == "win" for r in results)
     draws = sum(r["outcome"] == "draw" for r in results)
@@ -229,8 +229,9 @@ def summarize(results: list[dict[str, Any]], opponent: str) -> dict[str, Any]:
         # press-only button (the finisher) shows up here
         "press_rate": {name: round(float(np.mean([r["pressed"][b] for r in results])), 4)
                        if n else 0.0 for b, name in enumerate(ACTION_NAMES[2:])},
-        "matches": [{"seed": r.get("seed"), "outcome": r["outcome"], "ticks": r["ticks"],
-                     "time": r.get("time")} for r in results],
+        "matches": [{"seed": r.get("seed"), "outcome": r["outcome"],
+                     "decided": r.get("decided"), "ticks": r["ticks"], "time": r.get("time")}
+                    for r in results],
     }
 
 
