@@ -250,8 +250,9 @@ class MainSampler(LeagueSampler):
         games.  Why both: the exploiters train against Main's frozen deterministic policy
         and beat it, while its own record is of its sampled training policy (an exploiter
         not met yet: 0.5); on that record alone the branch stayed almost unused.  (On the
-        verified one it stays asleep too while the exploiters chase Main's newest checkpoint:
-        Main outgrows each within a generation; held targets wake it; docs/league.md.)"""
+        verified one it woke on some seeds, not others: a Main verified at >= 0.6 throughout
+        was hard to exploit, one verified at 0.0 for ten generations was beaten 1.00, the
+        branch's games not patching the hole; docs/league.md.)"""
         if self.verified.games.get(exploiter, 0.0) > 0.0:
             return self.verified.win_rate(exploiter)
         return self.payoff.win_rate(exploiter)
