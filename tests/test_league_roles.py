@@ -133,6 +133,37 @@ def test_main_struggles_with_the_exploiters_that_beat_what_ships(tmp_path):
     assert MainSampler(tmp_path, 2, 4).verification() == ([], 0)
 
 
+def test_patch_share_sends_games_to_what_beats_what_ships_only_while_it_does(tmp_path):
+    """``patch_share``: while Main's verified record says it struggles with a main exploiter,
+    that share of its games goes to it before the mixture is drawn (on top of the mixture's
+    own exploiter share); once it beats them the mixture is exactly the one without it."""
+    kw = {"fixed_share": 0.5, "pfsp_share": 0.2, "exploiter_share": 0.15, "struggle": 0.3,
+          "verify_matches": 4, "pfsp_window": 10, "payoff_decay": 1.0}
+    pool = _permanent() + _trained("main", 2) + _trained("main_exploiter", 2)
+    s = MainSampler(tmp_path, 2, 4, seed=6, patch_share=0.5, **kw)
+    plain = MainSampler(tmp_path, 2, 4, seed=6, **kw)
+    for x in (s, plain):
+        x.refresh(pool)
+        x.record_verified([("main_exploiter-g1", "loss")] * 4 + [("main_exploiter-g0", "win")] * 4)
+    n = 4000
+    drawn = [(s.choose(), s.last_branch) for _ in range(n)]
+    picks = [p for p, _ in drawn]
+    # only the one it struggles with is patched (g0 still comes up by PFSP, as without it)
+    assert {p for p, b in drawn if b in ("patch", "exploiters")} == {"main_exploiter-g1"}
+    patched = sum(p == "main_exploiter-g1" and b in ("patch", "exploiters") for p, b in drawn) / n
+    assert abs(patched - (0.5 + 0.5 * 0.15)) < 0.03  # patch, then the mixture's own branch
+    assert s.stats()["branch/patch"] == pytest.approx(0.5, abs=0.03)
+    assert picks.count("main_exploiter-g1") / n > 3 * [plain.choose() for _ in range(n)].count(
+        "main_exploiter-g1") / n
+    # Main beats both now: the patch branch is empty and draws nothing from the rng
+    for x in (s, plain):
+        x.record_verified([("main_exploiter-g1", "win")] * 4 + [("main_exploiter-g0", "win")] * 4)
+        x.rng = np.random.default_rng(9)
+    assert [s.choose() for _ in range(300)] == [plain.choose() for _ in range(300)]
+    with pytest.raises(ValueError, match=r"main's patch_share must be in \[0, 1\]"):
+        MainSampler(tmp_path, 2, 4, patch_share=1.5)
+
+
 def test_main_exploiter_switches_below_the_threshold_and_back(tmp_path):
     s = MainExploiterSampler(tmp_path, 2, 4, seed=3, threshold=0.2, reset_every=4, payoff_decay=1.0)
     s.refresh(_permanent() + _trained("main", 4))

@@ -235,6 +235,10 @@ declare_role(RoleSpec(
                    "training games (0: its own games only)", low=0, high=1000),
         _share("selfplay_floor", 0.3, "below this win rate against its newest weights, "
                "self-play falls back to PFSP-variance over its history"),
+        _share("patch_share", 0.0, "while it struggles with a main exploiter, this share of "
+               "its games goes to the exploiters it struggles with first, the rest following "
+               "the mixture above (0 = only exploiter_share); with verify_matches > 0 the "
+               "struggle is its deterministic policy's"),
     )))
 
 declare_role(RoleSpec(

@@ -25,7 +25,10 @@ refreshed after every registration (:meth:`LeagueSampler.refresh`).
   ``verify_matches`` > 0, in the matches its deterministic policy played them after its
   newest generation, :meth:`MainSampler.verification`); the rest self-play against Main's
   newest checkpoint, falling back to PFSP-variance over Main's history while it wins
-  less than ``selfplay_floor`` there.  A kind with nobody in it falls through: no
+  less than ``selfplay_floor`` there.  With ``patch_share`` > 0, while it struggles with
+  any main exploiter that share of its games goes to those exploiters before the mixture
+  is drawn (branch ``patch``): the mixture's exploiter share alone did not patch a hole
+  that a focused run patches quickly.  A kind with nobody in it falls through: no
   learned member yet → the fixed opponents; no struggling exploiter → self-play; no
   Main checkpoint yet → the fixed opponents.
 * :class:`MainExploiterSampler` — Main's newest checkpoint (``target="held"``: the one
@@ -65,7 +68,7 @@ FIXED_LADDER: tuple[str, ...] = (*(CpuLevel(lv).spec for lv in CPU_LEVELS if lv 
                                  BASELINE_ID,
                                  *(CpuLevel(lv).spec for lv in CPU_LEVELS if lv > 6))
 #: Main's kinds of opponent, in the order its draw tries them (docs/league.md)
-MAIN_KINDS = ("fixed", "pfsp", "exploiters", "selfplay")
+MAIN_KINDS = ("patch", "fixed", "pfsp", "exploiters", "selfplay")
 
 
 class LeagueSampler(OpponentSampler):
@@ -219,6 +222,7 @@ class MainSampler(LeagueSampler):
     struggle: float
     verify_matches: int
     selfplay_floor: float
+    patch_share: float
     pfsp_window: int
     pfsp_pool: str
 
@@ -229,6 +233,14 @@ class MainSampler(LeagueSampler):
         self.verified = Payoff(decay=1.0)
 
     def choose(self) -> str:
+        if self.patch_share > 0.0:
+            # Why: seed 1 of league_144_verify_long lost 0.0 in verification to the same
+            # main exploiters for its last ten generations while they drew 0.08 of its games,
+            # and the final Main trained against one of them alone beat it 1.00 after 0.5 M
+            # steps (README): the hole is patchable, the mixture drowned the games that patch it
+            hard = self.struggling()
+            if hard and self.rng.random() < self.patch_share:
+                return self._pick("patch", hard, "squared", self.standing)
         r = self.rng.random()
         if r < self.fixed_share:
             return self._fixed()
