@@ -121,6 +121,7 @@ def test_a_tiny_recipe_trains_and_is_judged_through_the_cli(tmp_path: Path) -> N
     (seed,) = res["seeds"]
     assert seed["resumed"] == {"main": 1}
     assert seed["seed"] == 4 and seed["env_steps"] >= 512 and seed["pick"] == "best"
+    assert seed["verified"] == []  # a league that did not verify Main
     assert Path(seed["checkpoint"]).is_file()
     for opp in ("baseline", "cpu:2"):
         ev = seed["eval"][opp]
@@ -282,3 +283,30 @@ def test_a_roles_steps_count_every_generation_across_a_reset(tmp_path: Path) -> 
         (run / f"gen_{gen:04d}.json").write_text(json.dumps(
             {"steps": steps, "steps_this_generation": 100}))
     assert _steps_of(tmp_path, "league_exploiter", tmp_path / "unused") == 300
+
+
+def test_a_seed_reports_mains_verified_standing_from_its_league(tmp_path: Path) -> None:
+    """Each league seed's row carries Main's verified standing read from the seed's own
+    league (its verification matches against the main exploiters), and the table prints
+    the lowest per generation: the in-league forecast of the exploitability column."""
+    from brawlkit.bench.learn import _verified, verified_line
+    from brawlkit.league.directory import LeagueDir
+    from brawlkit.league.records import MatchRecord, Member, MemberId
+
+    assert _verified(tmp_path) == []  # no league at all
+    pool = LeagueDir(tmp_path / "league")
+    main = [str(MemberId("main", "20261205-000000-s0", g)) for g in range(3)]
+    exp = [str(MemberId("main_exploiter", "20261205-000001-s0", g)) for g in range(2)]
+    for role, ids in (("main", main), ("main_exploiter", exp)):
+        for g, i in enumerate(ids):
+            pool.register(Member(id=i, role=role, generation=g, parent=ids[g - 1] if g else None))
+    t = iter(range(1, 100))
+    log = [MatchRecord(next(t), main[g], b, res, 100, "eval") for g, b, res in (
+        (1, exp[0], "win"), (1, exp[0], "draw"), (1, exp[1], "win"),
+        (2, exp[0], "loss"), (2, exp[1], "win"), (2, "cpu:5", "loss"))]
+    log.append(MatchRecord(next(t), main[2], exp[1], "loss", 100, "train:main"))  # not verified
+    with pool.writer("test") as w:
+        w.write_many(log)
+    assert _verified(tmp_path) == [[1, 0.75, 0.875], [2, 0.0, 0.5]]
+    assert verified_line(_verified(tmp_path)) == (
+        "Main's lowest verified win rate against its main exploiters, generations 1-2: 0.8 0.0")

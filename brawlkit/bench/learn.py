@@ -74,7 +74,8 @@ from brawlkit.common.cli_args import add_json_flag, add_progress_flag, command_p
 from brawlkit.common.io import atomic_write_json
 from brawlkit.common.paths import repo_root
 from brawlkit.common.stats import wilson_interval
-from brawlkit.league.records import BASELINE_ID
+from brawlkit.league.directory import LeagueDir
+from brawlkit.league.records import BASELINE_ID, verified_standing
 from brawlkit.league.role_specs import role_names
 from brawlkit.training import league_run
 from brawlkit.training.checkpoints import list_checkpoints
@@ -342,7 +343,19 @@ def train_seed(cfg: LearnConfig, seed: int, out: Path, progress: bool) -> dict[s
            "steps_per_s": round(sum(steps.values()) / max(rl_s, 1e-9), 1)}
     if done:
         row["resumed"] = done
+    if cfg.kind == "league":
+        row["verified"] = _verified(out)
     return row
+
+
+def _verified(out: Path) -> list[list[float]]:
+    """Main's verified standing per generation in the seed's league, ``[generation, lowest,
+    mean]`` (:func:`~brawlkit.league.records.verified_standing`; empty without one)."""
+    if not (out / "league").is_dir():
+        return []
+    pool = LeagueDir(out / "league", create=False)
+    return [[g, round(lo, 4), round(mean, 4)]
+            for g, lo, mean in verified_standing(pool.members(), pool.matches())]
 
 
 def _train_flags(cfg: LearnConfig, seed: int, init_from: str | None = None) -> list[str]:
@@ -407,6 +420,8 @@ def run(cfg: LearnConfig, out: Path, seeds: tuple[int, ...] | None = None,
         sdir.mkdir(parents=True, exist_ok=True)
         trained = _cached(sdir / "train.json", lambda s=seed, d=sdir: train_seed(
             cfg, s, d, progress))
+        if cfg.kind == "league" and "verified" not in trained:  # a record from before it
+            trained = {**trained, "verified": _verified(sdir)}
         tag = "" if cfg.policy == "deterministic" else f"_{cfg.policy}"
         evaluated = _cached(sdir / f"eval{tag}.json", lambda t=trained: _evaluate(
             t, cfg, eval_envs, progress))
@@ -485,9 +500,20 @@ def format_table(res: dict[str, Any]) -> str:
                          f"{b} {v:.2f}" for b, v in ps["press_rate"].items())
                      + f"; spam {ps['spam_fraction']:.2f}; matches {ps['match_seconds']:.0f} s; "
                      f"{Path(s['checkpoint']).name}")
+        if s.get("verified"):
+            lines.append(f"seed {s['seed']}: " + verified_line(s["verified"]))
         if "exploit" in s:
             lines.append(f"seed {s['seed']}: " + exploited(s["exploit"]))
     return "\n".join(lines)
+
+
+def verified_line(verified: list[list[float]], last: int = 10) -> str:
+    """One line of Main's verified standing: its lowest verified win rate against its main
+    exploiters in each of its last ``last`` generations — the in-league forecast of the
+    exploitability column (docs/league.md)."""
+    tail = verified[-last:]
+    return (f"Main's lowest verified win rate against its main exploiters, generations "
+            f"{int(tail[0][0])}-{int(tail[-1][0])}: " + " ".join(f"{lo:.1f}" for _, lo, _ in tail))
 
 
 def exploited(summary: dict[str, Any]) -> str:

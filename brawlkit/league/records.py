@@ -14,6 +14,7 @@ import json
 import math
 import numbers
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, get_args
 
@@ -477,6 +478,28 @@ class MatchRecord:
             return cls.from_json(obj)
         except ValueError as e:
             raise ValueError(f"not a match record ({e})") from None
+
+
+def verified_standing(members: Sequence[Member], matches: Iterable[MatchRecord],
+                      role: str = "main", against: str = "main_exploiter"
+                      ) -> list[tuple[int, float, float]]:
+    """Per generation of ``role``: its deterministic policy's win rate (draws half) in its
+    verification matches (``--main-verify-matches``: fixed against fixed, source ``eval``)
+    against ``against``'s members — the lowest over those opponents and the mean, as
+    ``(generation, lowest, mean)``.  Empty for a league that did not verify.  Why it is
+    read at all: over league_144_verify_long's three seeds the lowest forecast how easily
+    the final Main was exploited (README); the overview plots it, ``bench learn`` prints it."""
+    gen_of = {m.id: m.generation for m in members if m.role == role}
+    others = {m.id for m in members if m.role == against}
+    points: dict[int, dict[str, list[float]]] = {}
+    for r in matches:
+        if r.source == "eval" and r.a in gen_of and r.b in others:
+            points.setdefault(gen_of[r.a], {}).setdefault(r.b, []).append(r.score)
+    out = []
+    for g in sorted(points):
+        rates = [sum(v) / len(v) for v in points[g].values()]
+        out.append((g, min(rates), sum(rates) / len(rates)))
+    return out
 
 
 def _json_int(text: str) -> int:

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from brawlkit.league import records
 from brawlkit.league.records import Member
 from brawlkit.league.role_specs import settled_roles
 from brawlkit.report.axes import LEGEND_SIZE, TICK_SIZE, empty, generation_axis, steps_axis
@@ -120,19 +121,11 @@ def exploiter_edge(view: LeagueView, exploiter: str = "main_exploiter",
 
 def verified_standing(view: LeagueView, role: str = "main", against: str = "main_exploiter"
                       ) -> tuple[list[int], np.ndarray, np.ndarray]:
-    """Per generation of ``role``: its deterministic policy's win rate (draws half) in its
-    verification matches (``--main-verify-matches``: fixed against fixed, source
-    ``eval``) against ``against``'s members — the lowest over those opponents and the
-    mean.  Empty for a league that did not verify.  Returns ``(generations, min, mean)``."""
-    gen_of = {m.id: m.generation for m in view.members if m.role == role}
-    others = {m.id for m in view.members if m.role == against}
-    points: dict[int, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    for r in view.matches:
-        if r.source == "eval" and r.a in gen_of and r.b in others:
-            points[gen_of[r.a]][r.b].append(r.score)
-    gens = sorted(points)
-    rates = [[float(np.mean(v)) for v in points[g].values()] for g in gens]
-    return gens, np.array([min(x) for x in rates]), np.array([np.mean(x) for x in rates])
+    """:func:`brawlkit.league.records.verified_standing` of the view, as plot arrays:
+    ``(generations, lowest, mean)``."""
+    rows = records.verified_standing(view.members, view.matches, role, against)
+    return ([g for g, _, _ in rows], np.array([lo for _, lo, _ in rows]),
+            np.array([mean for _, _, mean in rows]))
 
 
 def plot_exploiter_edge(view: LeagueView, ax: Any = None) -> Any:
