@@ -509,8 +509,9 @@ def format_table(res: dict[str, Any]) -> str:
 
 def verified_line(verified: list[list[float]], last: int = 10) -> str:
     """One line of Main's verified standing: its lowest verified win rate against its main
-    exploiters in each of its last ``last`` generations — the in-league forecast of the
-    exploitability column (docs/league.md)."""
+    exploiters in each of its last ``last`` generations — the league's own view of the
+    exploitability column, free with the run (a forecast that held on three seeds and
+    failed on one, docs/league.md)."""
     tail = verified[-last:]
     return (f"Main's lowest verified win rate against its main exploiters, generations "
             f"{int(tail[0][0])}-{int(tail[-1][0])}: " + " ".join(f"{lo:.1f}" for _, lo, _ in tail))

@@ -488,7 +488,8 @@ def verified_standing(members: Sequence[Member], matches: Iterable[MatchRecord],
     against ``against``'s members — the lowest over those opponents and the mean, as
     ``(generation, lowest, mean)``.  Empty for a league that did not verify.  Why it is
     read at all: over league_144_verify_long's three seeds the lowest forecast how easily
-    the final Main was exploited (README); the overview plots it, ``bench learn`` prints it."""
+    the final Main was exploited (on league_144_patch's seed 1 it did not: README); the
+    overview plots it, ``bench learn`` prints it."""
     gen_of = {m.id: m.generation for m in members if m.role == role}
     others = {m.id for m in members if m.role == against}
     points: dict[int, dict[str, list[float]]] = {}

@@ -28,7 +28,8 @@ refreshed after every registration (:meth:`LeagueSampler.refresh`).
   less than ``selfplay_floor`` there.  With ``patch_share`` > 0, while it struggles with
   any main exploiter that share of its games goes to those exploiters before the mixture
   is drawn (branch ``patch``): the mixture's exploiter share alone did not patch a hole
-  that a focused run patches quickly.  A kind with nobody in it falls through: no
+  that a focused run patches quickly (off by default: patching the league's exploiters
+  did not keep a fresh one from beating the final Main, README).  A kind with nobody in it falls through: no
   learned member yet → the fixed opponents; no struggling exploiter → self-play; no
   Main checkpoint yet → the fixed opponents.
 * :class:`MainExploiterSampler` — Main's newest checkpoint (``target="held"``: the one
@@ -234,10 +235,12 @@ class MainSampler(LeagueSampler):
 
     def choose(self) -> str:
         if self.patch_share > 0.0:
-            # Why: seed 1 of league_144_verify_long lost 0.0 in verification to the same
-            # main exploiters for its last ten generations while they drew 0.08 of its games,
-            # and the final Main trained against one of them alone beat it 1.00 after 0.5 M
-            # steps (README): the hole is patchable, the mixture drowned the games that patch it
+            # Why: seed 1 of league_144_verify_long was verified 0.0 against the same main
+            # exploiters for its last ten generations while they drew 0.08 of its games, and
+            # its final Main trained against its best 5 M-step exploiter alone beat it 1.00
+            # after 0.8 M steps (README).  Measured (league_144_patch, 2 seeds): it patches
+            # what the league's exploiters find, not what a fresh best response finds (0.95,
+            # 0.67), so it is off by default
             hard = self.struggling()
             if hard and self.rng.random() < self.patch_share:
                 return self._pick("patch", hard, "squared", self.standing)
