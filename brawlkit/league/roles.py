@@ -68,8 +68,6 @@ Opponent = Any  # "cpu:L" or a callable with a .label
 FIXED_LADDER: tuple[str, ...] = (*(CpuLevel(lv).spec for lv in CPU_LEVELS if lv <= 6),
                                  BASELINE_ID,
                                  *(CpuLevel(lv).spec for lv in CPU_LEVELS if lv > 6))
-#: Main's kinds of opponent, in the order its draw tries them (docs/league.md)
-MAIN_KINDS = ("patch", "fixed", "pfsp", "exploiters", "selfplay")
 
 
 class LeagueSampler(OpponentSampler):
