@@ -37,6 +37,10 @@ A recipe file (TOML)::
                                    # one's fresh win rate
     [exploit.train]                # TrainConfig fields of the exploiters (bench exploit --set)
     async_update = false
+    [harden]                       # optional, a league: best-response rounds after it
+    rounds = 2                     # (league harden, HardenSettings): each round a fresh
+    exploiter_steps = 5_000_000    # exploiter of Main's newest checkpoint joins the pool
+    main_generations = 4           # frozen, then Main trains on against what beats it
 
 ``kind = "imitation"`` (with ``budget_steps = 0``) judges the clone itself, before any RL.
 The imitation's data and cloning are part of the seed's wall-clock (``imitation_seconds``
@@ -55,6 +59,11 @@ says so (``resumed``: each role's first generation trained by the last call), an
 ``train_seconds`` counts the earlier calls by their finished generations' own seconds
 (the slowest role's sum, as the roles train at once).  To train such a seed from its
 start instead, remove its ``runs/`` (a league) or ``main/`` (Main alone) first.
+
+A league recipe with a ``[harden]`` table runs its best-response rounds after the
+league (``brawlkit/training/harden.py``; records in ``<seed>/harden/``): part of the
+seed's training, its seconds in ``train_seconds`` and its env steps in ``env_steps``
+(Main's generations under ``main``, the rounds' exploiters under ``harden_exploiter``).
 """
 
 from __future__ import annotations
@@ -81,6 +90,7 @@ from brawlkit.training import league_run
 from brawlkit.training.checkpoints import list_checkpoints
 from brawlkit.training.config import RunOptions, TrainConfig, config_fields
 from brawlkit.training.evaluate import EVAL_ARENAS, evaluate_shipped, playstyle
+from brawlkit.training.harden import HardenSettings, harden
 from brawlkit.training.imitation import ImitationConfig, clone_in
 from brawlkit.training.ppo import train
 from brawlkit.wire.cpu_level import CPU_LEVELS, CpuLevel
@@ -116,6 +126,7 @@ class LearnConfig:
     path: Path | None = field(default=None, compare=False)
     policy: str = "deterministic"
     exploit: dict[str, Any] | None = None
+    harden: HardenSettings | None = None
 
     @classmethod
     def load(cls, path: str | Path) -> LearnConfig:
@@ -128,7 +139,7 @@ class LearnConfig:
             raise ValueError(f"{p}: {e}") from None
         ev = data.pop("eval", {})
         known = {"name", "description", "kind", "budget_steps", "seeds", "roles", "pick", "train",
-                 "imitation", "exploit"}
+                 "imitation", "exploit", "harden"}
         unknown = sorted(set(data) - known) + sorted(
             f"eval.{k}" for k in set(ev) - {"matches", "opponents", "policy"}) + sorted(
             f"exploit.{k}" for k in set(data.get("exploit") or {}) - set(EXPLOIT_KEYS))
@@ -145,9 +156,13 @@ class LearnConfig:
                       opponents=tuple(str(o) for o in ev.get("opponents", DEFAULT_OPPONENTS)),
                       imitation=data.get("imitation"), path=p,
                       policy=str(ev.get("policy", "deterministic")),
-                      exploit=data.get("exploit"))
+                      exploit=data.get("exploit"),
+                      harden=None if data.get("harden") is None
+                      else HardenSettings.from_dict(data["harden"]))
         except KeyError as e:
             raise ValueError(f"{p}: missing key {e}") from None
+        except (ValueError, TypeError) as e:
+            raise ValueError(f"{p}: {e}") from None
         cfg.validate()
         return cfg
 
@@ -168,6 +183,10 @@ class LearnConfig:
             raise ValueError(f"{where}: eval.policy must be one of {POLICIES}, got {self.policy!r}")
         if not self.seeds or self.matches < 1:
             raise ValueError(f"{where}: need at least one seed and matches >= 1")
+        if self.harden is not None and (self.kind != "league" or self.imitation is None):
+            raise ValueError(f"{where}: [harden] follows a league whose roles start from a "
+                             "clone (kind = \"league\" and an [imitation] table): each round's "
+                             "exploiter starts from that clone")
         for o in self.opponents:
             if o != BASELINE_ID:
                 CpuLevel.parse(o)
@@ -334,8 +353,14 @@ def train_seed(cfg: LearnConfig, seed: int, out: Path, progress: bool) -> dict[s
                 raise RuntimeError(f"league run of {cfg.name} seed {seed} failed (exit {code}; "
                                    f"logs in {out / 'league' / 'logs'})")
         main_dir = _newest_run(out / "runs" / "main")
+        if cfg.harden is not None and cfg.harden.rounds > 0:
+            assert init is not None
+            harden(out / "league", main_dir, init, cfg.harden, out / "harden",
+                   base=cfg.train_config(seed, init_from=init), progress=progress)
     seconds = time.perf_counter() - t0 + earlier_s
     steps = {role: _steps_of(out, role, main_dir) for role in cfg.roles}
+    if cfg.harden is not None and cfg.harden.rounds > 0:
+        steps["harden_exploiter"] = _harden_steps(out / "harden")
     rl_s = seconds - imitation_s
     row = {"seed": seed, "checkpoint": str(_shipped(main_dir, cfg.pick)), "pick": cfg.pick,
            "init_from": init, "env_steps": sum(steps.values()), "env_steps_by_role": steps,
@@ -385,6 +410,13 @@ def _steps_of(out: Path, role: str, main_dir: Path) -> int:
     run = main_dir if role == "main" else _newest_run(out / "runs" / role)
     return sum(int(json.loads(p.read_text())["steps_this_generation"])
                for _, p in list_checkpoints(run))
+
+
+def _harden_steps(out: Path) -> int:
+    """Env steps the hardening rounds' exploiters played (their records)."""
+    path = out / "rounds.json"
+    rounds = json.loads(path.read_text())["rounds"] if path.is_file() else []
+    return sum(int(r["exploiter_env_steps"]) for r in rounds)
 
 
 def _shipped(run_dir: Path, pick: str) -> Path:

@@ -320,7 +320,8 @@ def report(league_dir: str, vs: list[str], matches: int, target: float,
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """``league``'s parser: ``run`` and ``report``."""
+    """``league``'s parser: ``run``, ``report`` and ``harden`` (whose own parser is
+    :func:`brawlkit.training.harden.main`'s)."""
     ap = command_parser("league", __doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="train every role concurrently on one league directory",
@@ -342,6 +343,9 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--matches", type=int, default=50, help="fresh matches each (default 50)")
     rp.add_argument("--target", type=float, default=0.8, help="the verdict's aim (default 0.8)")
     add_progress_flag(rp)
+    sub.add_parser("harden", add_help=False,
+                   help="best-response rounds after a league: exploiters of Main's newest "
+                   "checkpoint join the pool frozen, Main trains on against them")
     return ap
 
 
@@ -352,6 +356,10 @@ def _subparser(ap: argparse.ArgumentParser, name: str) -> argparse.ArgumentParse
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["harden"]:  # its own flags and parser
+        from brawlkit.training.harden import main as harden_main
+
+        return harden_main(argv[1:])
     train_args: list[str] = []
     if "--" in argv:
         k = argv.index("--")

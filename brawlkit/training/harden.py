@@ -1,0 +1,236 @@
+"""Best-response rounds after a league: Main patched against exploiters of *itself*.
+
+``python -m brawlkit league harden --league-dir DIR --run-dir MAIN_RUN --init-from CLONE``
+
+Why: a league's Main beats every CPU level, yet a fresh exploiter trained from the clone
+against the final Main alone for 5 M env steps (``bench exploit``, the field's
+*approximate exploitability*) still beat most hour-budget Mains (README, "How hard is it
+to exploit?"): the league's own exploiters chase Main's moving newest checkpoint, and a
+best response to the frozen policy that ships finds holes they never looked for.  A
+focused run patched one such hole quickly (seed 1 of ``league_144_verify_long``: its
+final Main trained against its best exploiter alone beat it 1.00 after 0.8 M steps).
+
+So each round here is one step of the double oracle (PSRO, Lanctot et al. 2017, with
+AlphaStar's rule that an exploiter joins the pool frozen): a fresh exploiter starts from
+the clone and trains ``exploiter_steps`` against Main's newest checkpoint alone — the
+very exploiter ``bench exploit`` trains (one home: :func:`brawlkit.bench.exploit.run`),
+its seed far from the benchmark's (0, 1, 2) — and joins the league frozen as a main
+exploiter; then Main resumes its own run for ``main_generations`` with
+``main_patch_share`` of its games against the exploiters its deterministic policy still
+loses to (``--main-verify-matches`` reads that), the rest its usual mixture (the fixed
+ladder keeps its strength).  Every round's record says how exploitable Main was when it
+began (the exploiter's curve and its fresh win rate): the trace of the hardening.
+
+A round is resumable: one whose exploiter is registered and whose Main generations are
+done is skipped, so a stopped call continues where it stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from brawlkit.common.cli_args import add_json_flag, add_progress_flag, command_parser
+from brawlkit.common.io import atomic_write_json
+from brawlkit.export.cli import export_checkpoint
+from brawlkit.league.directory import LeagueDir
+from brawlkit.league.records import Member, MemberId
+from brawlkit.training.checkpoints import list_checkpoints
+from brawlkit.training.config import RunOptions, TrainConfig
+
+#: the hardening exploiters' seeds start here: far from ``bench exploit``'s 0, 1, 2, so
+#: the exploiters that judge the hardened Main are never the ones it trained against
+SEED_BASE = 100
+
+
+@dataclass
+class HardenSettings:
+    """How many best-response rounds, and the size of each (a recipe's ``[harden]``
+    table, ``league harden``'s flags)."""
+
+    rounds: int = 2
+    #: each round's exploiter: from the clone, against Main's newest checkpoint alone
+    exploiter_steps: int = 5_000_000
+    exploiter_generations: int = 5
+    #: the exploiter's fresh judgement, the round's record (``bench exploit --matches``)
+    matches: int = 20
+    curve_matches: int = 10
+    #: Main after each round: generations of its run resumed, and their size
+    main_generations: int = 4
+    main_steps_per_generation: int = 1_000_000
+    #: share of Main's games against the exploiters it loses to (``--main-patch-share``)
+    patch_share: float = 0.8
+    #: the exploiters' TrainConfig overrides (``bench exploit --set``)
+    exploiter_train: dict[str, Any] | None = None
+
+    def validate(self) -> None:
+        """``ValueError`` naming the first bad setting and what it must be."""
+        for name in ("rounds", "exploiter_generations", "matches", "curve_matches",
+                     "main_generations"):
+            if int(getattr(self, name)) < (0 if name == "rounds" else 1):
+                raise ValueError(f"harden {name} must be >= {0 if name == 'rounds' else 1}, "
+                                 f"got {getattr(self, name)}")
+        if self.exploiter_steps < self.exploiter_generations:
+            raise ValueError(f"harden exploiter_steps ({self.exploiter_steps}) must be >= "
+                             f"exploiter_generations ({self.exploiter_generations})")
+        if self.main_steps_per_generation < 1:
+            raise ValueError("harden main_steps_per_generation must be >= 1")
+        if not 0.0 <= self.patch_share <= 1.0:
+            raise ValueError(f"harden patch_share must be in [0, 1], got {self.patch_share}")
+
+    @classmethod
+    def from_dict(cls, table: dict[str, Any]) -> HardenSettings:
+        """From a recipe's ``[harden]`` table (``[harden.train]``: the exploiters' overrides);
+        an unknown key is refused by name."""
+        names = {f.name for f in fields(cls)}
+        table = dict(table)
+        if "train" in table:
+            table["exploiter_train"] = table.pop("train")
+        bad = sorted(set(table) - names)
+        if bad:
+            raise ValueError(f"[harden]: unknown key(s) {bad}; known: {sorted(names - {'exploiter_train'})} "
+                             "and the [harden.train] table")
+        s = cls(**table)
+        s.validate()
+        return s
+
+    def exploiter_env_steps(self) -> int:
+        """Env steps all rounds' exploiters play (part of a recipe's budget)."""
+        per = self.exploiter_steps // self.exploiter_generations * self.exploiter_generations
+        return self.rounds * per
+
+
+def member_id(seed: int, rnd: int) -> str:
+    """The pool id of round ``rnd``'s exploiter for a Main of ``seed``."""
+    return str(MemberId("main_exploiter", f"harden-s{seed}-r{rnd}", 0))
+
+
+def harden(league_dir: str | Path, main_run: str | Path, clone: str | Path, s: HardenSettings,
+           out: str | Path, base: TrainConfig | None = None,
+           progress: bool = True) -> list[dict[str, Any]]:
+    """Run (or finish) ``s.rounds`` best-response rounds on Main's run ``main_run`` in the
+    league ``league_dir``; each round's record (``<out>/rounds.json`` keeps them with the
+    settings they were made with: a rerun with other settings is refused, one with more
+    rounds continues).
+
+    ``base``: the TrainConfig Main resumes with (a recipe's; default: its run's own, as
+    its newest generation recorded it) — only the generations, their size and the patch
+    share are this call's."""
+    from brawlkit.bench import exploit as exploit_bench  # the benchmark's own exploiter
+
+    s.validate()
+    out, main_run, clone = Path(out), Path(main_run), Path(clone)
+    pool = LeagueDir(league_dir, create=False)
+    gens = list_checkpoints(main_run)
+    if not gens:
+        raise ValueError(f"--run-dir {main_run}: no finished generation of Main to harden")
+    meta = json.loads(gens[-1][1].read_text())
+    if meta.get("role") != "main":
+        raise ValueError(f"--run-dir {main_run} is a {meta.get('role')!r} run; harden Main's")
+    cfg0 = base or TrainConfig.from_dict(meta["config"])
+    seed = cfg0.seed
+    state_path = out / "rounds.json"
+    key = {k: v for k, v in asdict(s).items() if k not in ("rounds", "main_generations")}
+    key = json.loads(json.dumps({**key, "main_generations": s.main_generations}))
+    state: dict[str, Any] = json.loads(state_path.read_text()) if state_path.is_file() \
+        else {"key": key, "rounds": []}
+    if state.get("key") != key:
+        raise ValueError(f"{state_path} was made with other settings ({state.get('key')}); "
+                         "remove it or choose another --out (more --rounds may continue it)")
+    rounds: list[dict[str, Any]] = state["rounds"]
+    start_gen = rounds[0]["start_generation"] if rounds else gens[-1][0]
+    for rnd in range(s.rounds):
+        want = start_gen + (rnd + 1) * s.main_generations
+        if rnd < len(rounds) and list_checkpoints(main_run)[-1][0] >= want:
+            continue
+        target = main_run / f"gen_{list_checkpoints(main_run)[-1][0]:04d}.zip"
+        es = exploit_bench.ExploitSettings(
+            target=target, out=out / f"round_{rnd}", seeds=(SEED_BASE + seed * 10 + rnd,),
+            steps=s.exploiter_steps, generations=s.exploiter_generations, init_from=clone,
+            random=False, matches=s.matches, curve_matches=s.curve_matches, pick="final",
+            train=s.exploiter_train)
+        res = exploit_bench.run(es, progress)
+        ex = res["exploiters"][0]
+        mid = member_id(seed, rnd)
+        if not any(m.id == mid for m in pool.members(include_permanent=False)):
+            ckpt = Path(ex["picked"]["checkpoint"])
+            with tempfile.TemporaryDirectory(prefix="bk_harden_") as td:
+                blob = Path(td) / f"{mid}.bpw"
+                export_checkpoint(ckpt, blob)
+                pool.register(Member(id=mid, role="main_exploiter", generation=0,
+                                     settings={**ex["config"], "harden_round": rnd}),
+                              checkpoint=ckpt, blob=blob)
+        rec = {"round": rnd, "start_generation": start_gen, "target": str(target),
+               "exploiter": mid, "fresh": ex["fresh"],
+               "curve": [c["win_rate"] for c in ex["curve"]],
+               "exploiter_env_steps": ex["env_steps"], "exploiter_seconds": ex["train_seconds"]}
+        done = list_checkpoints(main_run)[-1][0]
+        left = want - done
+        if left > 0:
+            cfg = TrainConfig.from_dict({**cfg0.to_dict(), "role": "main", "generations": left,
+                                         "steps_per_generation": s.main_steps_per_generation,
+                                         "main_patch_share": s.patch_share})
+            train(cfg, RunOptions(run_dir=main_run, resume=True, league_dir=league_dir,
+                                  progress=progress,
+                                  chosen=frozenset({"steps_per_generation",
+                                                    "main_patch_share"})))
+        rec["main_generation"] = list_checkpoints(main_run)[-1][0]
+        rounds = rounds[:rnd] + [rec]
+        atomic_write_json(state_path, {"key": key, "rounds": rounds})
+        if not progress:
+            print(f"harden round {rnd}: exploiter {mid} won {ex['fresh']['win_rate']:.2f} against "
+                  f"Main generation {target.stem}; Main now at generation "
+                  f"{rec['main_generation']}", file=sys.stderr, flush=True)
+    return rounds
+
+
+def train(cfg: TrainConfig, options: RunOptions) -> Any:
+    """The trainer (imported here so the module loads without torch for ``--help``)."""
+    from brawlkit.training.ppo import train as ppo_train
+
+    return ppo_train(cfg, options)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = command_parser("league harden", "Best-response rounds after a league: a fresh "
+                        "exploiter of Main's newest checkpoint joins the pool frozen, then Main "
+                        "trains on against what beats it (docs/league.md, Hardening).")
+    ap.add_argument("--league-dir", required=True, help="the league Main trained in")
+    ap.add_argument("--run-dir", required=True, help="Main's run directory (runs/main/<run>)")
+    ap.add_argument("--init-from", required=True,
+                    help="the clone each round's exploiter starts from (runs/imitate/gen_0000.zip)")
+    ap.add_argument("--out", default=None,
+                    help="the rounds' records (default <league-dir>/harden)")
+    d = HardenSettings()
+    for f in fields(HardenSettings):
+        if f.name == "exploiter_train":
+            continue
+        ap.add_argument(f"--{f.name.replace('_', '-')}", type=type(getattr(d, f.name)),
+                        default=getattr(d, f.name), help=f"(default {getattr(d, f.name)})")
+    add_progress_flag(ap)
+    add_json_flag(ap)
+    args = ap.parse_args(argv)
+    s = HardenSettings(**{f.name: getattr(args, f.name) for f in fields(HardenSettings)
+                          if f.name != "exploiter_train"})
+    try:
+        s.validate()
+        rounds = harden(args.league_dir, args.run_dir, args.init_from, s,
+                        args.out or Path(args.league_dir) / "harden",
+                        progress=not args.no_progress)
+    except (ValueError, FileNotFoundError) as e:
+        print(f"league harden: {e}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps({"settings": asdict(s), "rounds": rounds}))
+    else:
+        for r in rounds:
+            f = r["fresh"]
+            print(f"round {r['round']}: exploiter of {Path(r['target']).stem} won "
+                  f"{f['win_rate']:.2f} [{f['win_ci'][0]:.2f}, {f['win_ci'][1]:.2f}] "
+                  f"(curve {' '.join(f'{c:.2f}' for c in r['curve'])}); Main -> generation "
+                  f"{r['main_generation']}")
+    return 0
