@@ -198,6 +198,29 @@ def test_sampled_blob_plays_the_same_match_in_c_and_python(bot_bin, server_facto
     assert np.mean([b == int(r[4]) for b, r in zip(acts, det, strict=True)]) >= 0.99
 
 
+def test_bot_plays_the_mixture_component_its_match_seed_picks(bot_bin, server_factory, tmp_path):
+    """A mixture blob (``export A.zip B.zip``): brawlpit_bot plays, in match k, the
+    component ``mixture_pick(S + k, K)`` names — Python's rule — and only that one."""
+    zips = [tmp_path / "a.zip", tmp_path / "b.zip"]
+    for z, s in zip(zips, (5, 9), strict=True):
+        large_weight_checkpoint(z, seed=s)
+    from brawlkit.export.cli import export_mixture
+
+    export_mixture(zips, tmp_path / "mix.bpw")
+    parts = [NumpyPolicy(r) for r in ex.split_mixture((tmp_path / "mix.bpw").read_bytes())]
+    for want in (0, 1):
+        seed = next(s for s in range(40, 200) if ex.mixture_pick(s, 2) == want)
+        _, _, err = run_bot(bot_bin, server_factory, tmp_path / "mix.bpw",
+                            tmp_path / f"t{want}.txt", seed=seed, level=3)
+        assert "a mixture of 2 (one per match)" in err, err
+        assert f"match 0 (seed {seed}) plays mixture component {want}" in err, err
+        rows = np.loadtxt(tmp_path / f"t{want}.txt", ndmin=2)
+        obs = rows[:, 5:].astype(np.float32)
+        agree = [np.mean([decode_action(a)[2] == int(r[4]) for a, r in
+                          zip(p.act(obs), rows, strict=True)]) for p in parts]
+        assert agree[want] >= 0.99 and agree[1 - want] < 0.9, agree
+
+
 def _constant_blob(stick_x: float) -> bytes:
     """A valid 31-64-64-6 blob whose output is the constant (stick_x, 0, no buttons)."""
     z = np.zeros

@@ -206,7 +206,7 @@ def test_help_lists_every_sub_command_from_the_parsers() -> None:
     with_subs = {c: subcommands(c) for c in [*COMMANDS, "bench"]}
     assert {"registry", "policy", "league", "bench"} <= {c for c, s in with_subs.items() if s}
     assert {"add-player", "push", "pull", "ratings"} <= set(with_subs["registry"])
-    assert with_subs["league"] == ["run", "report"]
+    assert with_subs["league"] == ["run", "report", "harden"]
     for c, subs in with_subs.items():
         if subs:
             assert f"sub-commands: {', '.join(subs)}" in top, c

@@ -72,11 +72,20 @@ def test_harden_rounds_patch_main_against_exploiters_of_itself(tmp_path: Path) -
     verified = {(m.a, m.b) for m in pool.matches() if m.source == "eval"}
     assert (f"{meta['member']}", rounds[1]["exploiter"]) in verified
     assert (f"{meta['member']}", rounds[0]["exploiter"]) in verified
+    # what the rounds ship: the Mains after each round, one played per match
+    from brawlkit.export.bpw import split_mixture
+    from brawlkit.export.cli import export_checkpoint
+
+    raws = split_mixture((out / "mixture.bpw").read_bytes())
+    for g, raw in zip((1, 2), raws, strict=True):
+        export_checkpoint(run_dir / f"gen_{g:04d}.zip", tmp_path / f"g{g}.bpw")
+        assert raw == (tmp_path / f"g{g}.bpw").read_bytes()
     # a rerun has nothing left to do: the same rounds, no generation retrained
     made = (run_dir / "gen_0002.zip").stat().st_mtime_ns
     r2 = run_cli(*argv, timeout=300)
     assert r2.returncode == 0, r2.stderr[-3000:]
     assert last_json(r2.stdout)["rounds"] == rounds
+    assert last_json(r2.stdout)["mixture"] == str(out / "mixture.bpw")
     assert (run_dir / "gen_0002.zip").stat().st_mtime_ns == made
     # other settings are refused, naming the record
     r3 = run_cli(*[("0.5" if a == "0.9" else a) for a in argv], timeout=300)
@@ -91,6 +100,13 @@ def test_harden_refuses_bad_input_in_one_line(tmp_path: Path) -> None:
     r = run_cli("league", "harden", "--league-dir", str(tmp_path), "--run-dir", str(tmp_path),
                 "--init-from", "x.zip", "--patch-share", "1.5")
     assert r.returncode == 2 and "patch_share must be in [0, 1], got 1.5" in r.stderr
+    from brawlkit.bench.learn import LearnConfig
+
+    recipe = tmp_path / "r.toml"
+    recipe.write_text('kind = "league"\nbudget_steps = 300000\nroles = ["main"]\n'
+                      'pick = "mixture"\n[train]\nsteps_per_generation = 100000\n')
+    with pytest.raises(ValueError, match="needs a \\[harden\\] table with rounds >= 2"):
+        LearnConfig.load(recipe)
     with pytest.raises(ValueError, match=r"unknown key\(s\) \['round'\]"):
         HardenSettings.from_dict({"round": 2})
     with pytest.raises(ValueError, match="exploiter_steps .* must be >= exploiter_generations"):

@@ -20,7 +20,8 @@ A recipe file (TOML)::
     budget_steps = 6_000_000       # env steps of all trained roles together
     seeds = [0, 1, 2]
     roles = ["main"]               # league: e.g. ["main", "main_exploiter", "league_exploiter"]
-    pick = "final"                 # or "best" (best.json)
+    pick = "final"                 # or "best" (best.json), or "mixture" (with [harden]:
+                                   # the Mains after each round, one played per match)
     [train]                        # TrainConfig fields (docs/cli.md)
     steps_per_generation = 300_000
     [eval]
@@ -90,7 +91,7 @@ from brawlkit.training import league_run
 from brawlkit.training.checkpoints import list_checkpoints
 from brawlkit.training.config import RunOptions, TrainConfig, config_fields
 from brawlkit.training.evaluate import EVAL_ARENAS, evaluate_shipped, playstyle
-from brawlkit.training.harden import HardenSettings, harden
+from brawlkit.training.harden import HardenSettings, harden, mixture_path
 from brawlkit.training.imitation import ImitationConfig, clone_in
 from brawlkit.training.ppo import train
 from brawlkit.wire.cpu_level import CPU_LEVELS, CpuLevel
@@ -170,8 +171,13 @@ class LearnConfig:
         where = self.path or self.name
         if self.kind not in KINDS:
             raise ValueError(f"{where}: kind must be one of {KINDS}, got {self.kind!r}")
-        if self.pick not in ("final", "best"):
-            raise ValueError(f"{where}: pick must be 'final' or 'best', got {self.pick!r}")
+        if self.pick not in ("final", "best", "mixture"):
+            raise ValueError(f"{where}: pick must be 'final', 'best' or 'mixture', got "
+                             f"{self.pick!r}")
+        if self.pick == "mixture" and (self.harden is None or self.harden.rounds < 2):
+            raise ValueError(f"{where}: pick = \"mixture\" ships the Mains after each "
+                             "[harden] round as one mixture blob: it needs a [harden] table "
+                             "with rounds >= 2")
         if not self.roles or self.roles[0] != "main" or any(r not in role_names() for r in self.roles):
             raise ValueError(f"{where}: roles must start with 'main' and be among {role_names()}")
         if self.kind in ("curriculum", "imitation") and self.roles != ("main",):
@@ -362,7 +368,9 @@ def train_seed(cfg: LearnConfig, seed: int, out: Path, progress: bool) -> dict[s
     if cfg.harden is not None and cfg.harden.rounds > 0:
         steps["harden_exploiter"] = _harden_steps(out / "harden")
     rl_s = seconds - imitation_s
-    row = {"seed": seed, "checkpoint": str(_shipped(main_dir, cfg.pick)), "pick": cfg.pick,
+    shipped = mixture_path(out / "harden") if cfg.pick == "mixture" else \
+        _shipped(main_dir, cfg.pick)
+    row = {"seed": seed, "checkpoint": str(shipped), "pick": cfg.pick,
            "init_from": init, "env_steps": sum(steps.values()), "env_steps_by_role": steps,
            "train_seconds": round(seconds, 1), "imitation_seconds": round(imitation_s, 1),
            "steps_per_s": round(sum(steps.values()) / max(rl_s, 1e-9), 1)}

@@ -438,8 +438,92 @@ def unwrap_blob(data: bytes) -> bytes:
 
 
 def read_bpw(data: bytes) -> Bpw:
-    """Parse a blob in any encoding."""
+    """Parse a blob in any encoding (a mixture is refused by name: its components are
+    :func:`split_mixture`'s)."""
+    if bytes(data[:4]) == MIX_MAGIC:
+        raise ValueError("bpw: a mixture of policies (BPWM), one played per match; this reader "
+                         "takes one policy (split_mixture gives its components)")
     return parse_bpw(unwrap_blob(data))
+
+
+# ------------------------------------------------------------------ mixtures
+MIX_MAGIC = b"BPWM"
+MIX_VERSION = int(C.BP_BPW_MIX_VERSION)
+MIX_MAX = int(C.BP_BPW_MIX_MAX)
+MIX_SALT = int(C.BP_BPW_MIX_SALT)
+
+
+def pack_mixture(blobs: Sequence[bytes]) -> bytes:
+    """A mixture container of 2..``MIX_MAX`` raw blobs (docs/bpw.md, "Mixtures"): the
+    player plays one of them per match, :func:`mixture_pick` of the match seed.  Why a
+    mixture: a deterministic policy can be answered move for move, and a uniform mixture
+    of Mains hardened against each other's exploiters is what the double oracle returns
+    (README, "How hard is it to exploit?").  ``ValueError`` when the components disagree
+    on what a player needs to know (input, output, cadence, input layout, version)."""
+    raws = [unwrap_blob(b) for b in blobs]
+    if not 2 <= len(raws) <= MIX_MAX:
+        raise ValueError(f"bpw: a mixture holds 2..{MIX_MAX} policies, got {len(raws)}")
+    parsed = [parse_bpw(r) for r in raws]
+    first = parsed[0]
+    for i, b in enumerate(parsed[1:], 1):
+        for what in ("obs_dim", "act_dim", "version"):
+            if getattr(b, what) != getattr(first, what):
+                raise ValueError(f"bpw: mixture component {i} has {what} {getattr(b, what)}, "
+                                 f"component 0 {getattr(first, what)}: they must agree")
+        for what in ("action_repeat", "input_layout"):
+            if getattr(b.meta, what) != getattr(first.meta, what):
+                raise ValueError(f"bpw: mixture component {i} has {what} "
+                                 f"{getattr(b.meta, what)}, component 0 "
+                                 f"{getattr(first.meta, what)}: they must agree")
+    out = bytearray(MIX_MAGIC + struct.pack("<II", MIX_VERSION, len(raws)))
+    for r in raws:
+        out += struct.pack("<I", len(r)) + r
+    return bytes(out)
+
+
+def split_mixture(data: bytes) -> list[bytes]:
+    """The raw component blobs of a mixture (each validated); a single blob in any
+    encoding is a mixture of one.  ``ValueError`` naming what is wrong, as the C loader
+    refuses it."""
+    data = bytes(data)
+    if data[:4] != MIX_MAGIC:
+        raw = unwrap_blob(data)
+        parse_bpw(raw)
+        return [raw]
+    if len(data) < 12:
+        raise ValueError(f"bpw: truncated BPWM header ({len(data)} bytes < 12)")
+    ver, k = struct.unpack_from("<II", data, 4)
+    if ver != MIX_VERSION:
+        raise ValueError(f"bpw: unknown BPWM version {ver} (this reader knows {MIX_VERSION})")
+    if not 2 <= k <= MIX_MAX:
+        raise ValueError(f"bpw: BPWM count {k} outside 2..{MIX_MAX}")
+    pos, raws = 12, []
+    for i in range(k):
+        if pos + 4 > len(data):
+            raise ValueError(f"bpw: BPWM truncated before component {i}'s length")
+        (n,) = struct.unpack_from("<I", data, pos)
+        pos += 4
+        if n % 4 or n > len(data) - pos:
+            raise ValueError(f"bpw: BPWM component {i}'s length {n} invalid "
+                             f"({len(data) - pos} bytes left)")
+        if data[pos:pos + 4] != MAGIC:
+            raise ValueError(f"bpw: BPWM component {i} is not a raw BPW1 blob")
+        raws.append(data[pos:pos + n])
+        pos += n
+    if pos != len(data):
+        raise ValueError(f"bpw: BPWM has {len(data) - pos} bytes after its last component")
+    pack_mixture(raws)  # each component parsed, and the components agree
+    return raws
+
+
+def mixture_pick(seed: int, k: int) -> int:
+    """Which of ``k`` components plays the match of ``seed``: ``floor(u * k)``, ``u`` the
+    first uniform of the sampling rule's stream seeded ``seed ^ MIX_SALT`` — the rule
+    ``brawlpit_bot`` follows (``bp_policy_select``), so a match replays with the same one."""
+    from brawlkit.export.actor import NoiseStream  # actor imports this module
+
+    u = float(NoiseStream((int(seed) & 0xFFFF_FFFF_FFFF_FFFF) ^ MIX_SALT).uniforms(1)[0])
+    return min(int(u * k), k - 1)
 
 
 def load_bpw(path: str | Path) -> Bpw:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import sys
+import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,7 @@ from brawlkit.export.bpw import (
     compression_report,
     encode_blob,
     pack_bpw,
+    pack_mixture,
     parse_bpw,
 )
 
@@ -65,11 +68,32 @@ def export_checkpoint(
     }
 
 
+def export_mixture(zip_paths: Sequence[str | Path], out_path: str | Path,
+                   sampled: bool = False, noise_scale: float = 1.0) -> dict[str, Any]:
+    """Write the actors of several checkpoints as one mixture ``.bpw`` (docs/bpw.md,
+    "Mixtures"): ``brawlpit_bot`` plays one of them per match, picked by the match seed.
+    Returns each component's summary and the mixture's size."""
+    raws, parts = [], []
+    with tempfile.TemporaryDirectory(prefix="bk_mix_") as td:
+        for i, z in enumerate(zip_paths):
+            part = export_checkpoint(z, Path(td) / f"c{i}.bpw", sampled=sampled,
+                                     noise_scale=noise_scale)
+            raws.append(Path(part["out"]).read_bytes())
+            parts.append({**part, "checkpoint": str(z)})
+    blob = pack_mixture(raws)
+    out = atomic_write_bytes(out_path, blob)
+    return {"out": str(out), "mixture": len(raws), "bytes_written": len(blob),
+            "components": parts}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = command_parser("export", "Export the actor of an SB3 PPO checkpoint to a .bpw blob (docs/bpw.md) "
                     "that native/build/brawlpit_bot loads.",
     )
-    ap.add_argument("checkpoint", help="SB3 PPO checkpoint zip (from `brawlkit train`)")
+    ap.add_argument("checkpoint", nargs="+",
+                    help="SB3 PPO checkpoint zip (from `brawlkit train`); several: one mixture "
+                    "blob that plays one of them per match, picked by the match seed "
+                    "(docs/bpw.md, Mixtures)")
     ap.add_argument("-o", "--out", required=True, help="output .bpw path")
     ap.add_argument("--compress", choices=COMPRESS_CHOICES, default="none",
                     help="on-disk encoding: none (raw), lz4, shuffle (byte-shuffle + LZ4), "
@@ -83,15 +107,30 @@ def main(argv: list[str] | None = None) -> int:
     add_json_flag(ap)
     args = ap.parse_args(argv)
     try:
-        checkpoint_meta(args.checkpoint)  # not a checkpoint: one line, before torch loads
+        for c in args.checkpoint:
+            checkpoint_meta(c)  # not a checkpoint: one line, before torch loads
     except (FileNotFoundError, ValueError) as e:
         print(f"brawlkit export: {e}", file=sys.stderr)
         return 2
+    if len(args.checkpoint) > 1:
+        if args.compress != "none":
+            ap.error("a mixture is written raw: drop --compress")
+        try:
+            mix = export_mixture(args.checkpoint, args.out, sampled=args.sampled,
+                                 noise_scale=args.noise_scale)
+        except (ValueError, KeyError) as e:
+            print(f"brawlkit export: {e}", file=sys.stderr)
+            return 1
+        print(f"wrote {mix['out']}: a mixture of {mix['mixture']} policies (one per match), "
+              f"{mix['bytes_written']} bytes")
+        if args.json:
+            print(json.dumps(mix))
+        return 0
     try:
-        summary = export_checkpoint(args.checkpoint, args.out, compress=args.compress,
+        summary = export_checkpoint(args.checkpoint[0], args.out, compress=args.compress,
                                     sampled=args.sampled, noise_scale=args.noise_scale)
     except (ValueError, KeyError) as e:
-        print(f"brawlkit export: {args.checkpoint}: {e}", file=sys.stderr)
+        print(f"brawlkit export: {args.checkpoint[0]}: {e}", file=sys.stderr)
         return 1
     print(f"{'layer':<6}{'in':>6}{'out':>6}  activation")
     for i, lay in enumerate(summary["layers"]):

@@ -215,15 +215,18 @@ class SingleOpponent(OpponentSampler):
 
     kind = "single_opponent"
 
-    def __init__(self, opponent: Any, k: int = 100) -> None:
+    def __init__(self, opponent: Any, k: int = 100, seed: int = 0) -> None:
         self.opponent = opponent
         self.label = str(getattr(opponent, "label", opponent))
         self.k = int(k)
         self.recent: deque[int] = deque(maxlen=self.k)
         self.totals = {"win": 0, "draw": 0, "loss": 0}
+        # a mixture (brawlkit.league.opponents.MixtureOpponent) draws a component per match
+        self.rng = np.random.default_rng(seed)
 
     def sample(self) -> Any:
-        return self.opponent
+        draw = getattr(self.opponent, "draw", None)
+        return draw(self.rng) if draw is not None else self.opponent
 
     def record(self, opponent: str, outcome: str) -> None:
         if opponent != self.label or outcome not in self.totals:

@@ -24,6 +24,7 @@ import numpy as np
 from brawlkit.common.confined import read_confined
 from brawlkit.env.observation import INPUT_LAYOUTS, INPUT_NAMES, OBS_DIM, OBS_NAMES
 from brawlkit.export.actor import NoiseStream, NumpyPolicy
+from brawlkit.export.bpw import MIX_MAGIC, mixture_pick, split_mixture
 from brawlkit.league.directory import ARTIFACT_MAX_BYTES
 from brawlkit.league.records import BASELINE_ID, Member, permanent_ids
 from brawlkit.wire.cpu_level import CPU_LEVELS, CpuLevel
@@ -116,21 +117,25 @@ class FrozenOpponent:
         at a cadence it never learned is not that policy).  ``FileNotFoundError`` for a
         missing file, ``ValueError`` naming the file and what is wrong otherwise."""
         p = Path(path)
-        if not p.is_file():
-            raise FileNotFoundError(f"policy {p} not found (a .bpw: `python -m brawlkit export "
-                                    "CKPT.zip -o POLICY.bpw`)")
-        real = p.resolve()
+        return cls.from_bytes(read_policy_file(p), p.name, env_layout, action_repeat,
+                              noise_seed, where=f"policy {p}")
+
+    @classmethod
+    def from_bytes(cls, blob: bytes, label: str, env_layout: int,
+                   action_repeat: int | None = None, noise_seed: int = 0,
+                   where: str = "policy") -> FrozenOpponent:
+        """A ``.bpw``'s bytes as an opponent labelled ``label`` (``from_file``'s checks;
+        ``where`` names it in the errors)."""
         opp = cls.__new__(cls)
         opp.member = None
         opp.noise = NoiseStream(noise_seed)
         try:
-            opp._load(read_confined(real.parent, real.name, ARTIFACT_MAX_BYTES), p.name,
-                      env_layout)
-        except (OSError, ValueError, KeyError) as e:
-            raise ValueError(f"policy {p}: {e}") from None
+            opp._load(blob, label, env_layout)
+        except (ValueError, KeyError) as e:
+            raise ValueError(f"{where}: {e}") from None
         got = opp.policy.meta.action_repeat
         if action_repeat is not None and got != action_repeat:
-            raise ValueError(f"policy {p} was trained at action repeat {got}, this env plays "
+            raise ValueError(f"{where} was trained at action repeat {got}, this env plays "
                              f"at {action_repeat}: pass --action-repeat {got}")
         return opp
 
@@ -156,13 +161,74 @@ class FrozenOpponent:
         return self.policy.play(np.asarray(obs, np.float32)[..., :self._n], self.noise)
 
 
+def read_policy_file(p: Path) -> bytes:
+    """A policy file's bytes, read as a league artifact is (a regular file, bounded in
+    size; a symlink given here is resolved first: the path is the user's own)."""
+    if not p.is_file():
+        raise FileNotFoundError(f"policy {p} not found (a .bpw: `python -m brawlkit export "
+                                "CKPT.zip -o POLICY.bpw`)")
+    real = p.resolve()
+    try:
+        return read_confined(real.parent, real.name, ARTIFACT_MAX_BYTES)
+    except (OSError, ValueError) as e:
+        raise ValueError(f"policy {p}: {e}") from None
+
+
+class MixtureOpponent:
+    """A mixture ``.bpw`` (docs/bpw.md, "Mixtures") as an opponent: one component plays
+    each match — :meth:`pick` of the match seed where the seed is known (evaluation: the
+    component ``brawlpit_bot`` would play), :meth:`draw` from the trainer's generator where
+    it is not (training: the same uniform mixture).  Every component carries the
+    mixture's label, so its matches are counted as the mixture's."""
+
+    def __init__(self, components: list[FrozenOpponent], label: str) -> None:
+        self.components = components
+        self.label = label
+        for c in components:
+            c.label = label
+
+    @classmethod
+    def from_file(cls, path: str | Path, env_layout: int, action_repeat: int | None = None,
+                  noise_seed: int = 0) -> MixtureOpponent:
+        p = Path(path)
+        try:
+            raws = split_mixture(read_policy_file(p))
+        except ValueError as e:
+            raise ValueError(f"policy {p}: {e}") from None
+        return cls([FrozenOpponent.from_bytes(r, p.name, env_layout, action_repeat,
+                                              noise_seed + k, where=f"policy {p} component {k}")
+                    for k, r in enumerate(raws)], p.name)
+
+    def pick(self, seed: int) -> FrozenOpponent:
+        return self.components[mixture_pick(seed, len(self.components))]
+
+    def draw(self, rng: np.random.Generator) -> FrozenOpponent:
+        return self.components[int(rng.integers(len(self.components)))]
+
+
+def match_opponent(opponent: Any, seed: int) -> Any:
+    """What plays the match of ``seed`` against ``opponent``: a mixture's component for
+    that seed (:meth:`MixtureOpponent.pick`), anything else itself."""
+    return opponent.pick(seed) if isinstance(opponent, MixtureOpponent) else opponent
+
+
 def fixed_opponent(spec: str, env_layout: int, action_repeat: int, noise_seed: int = 0) -> Any:
     """What the env plays for one opponent spec that never changes (``train --opponent``):
     ``"cpu:L"`` itself (the server plays it), ``"baseline"`` the scripted
     :class:`BaselinePolicy`, anything else the path of a ``.bpw`` played as a frozen
-    member is (:meth:`FrozenOpponent.from_file`; a sampled one draws from ``noise_seed``)."""
+    member is (:meth:`FrozenOpponent.from_file`; a sampled one draws from ``noise_seed``),
+    a mixture's one component per match (:class:`MixtureOpponent`)."""
     if CpuLevel.is_spec(spec):
         return CpuLevel.parse(spec).spec
     if spec == BASELINE_ID:
         return BaselinePolicy()
+    p = Path(spec)
+    if p.is_file() and is_mixture(p):
+        return MixtureOpponent.from_file(p, env_layout, action_repeat, noise_seed)
     return FrozenOpponent.from_file(spec, env_layout, action_repeat, noise_seed)
+
+
+def is_mixture(path: Path) -> bool:
+    """Whether the file at ``path`` starts as a mixture container does."""
+    with open(path, "rb") as f:
+        return f.read(4) == MIX_MAGIC

@@ -34,8 +34,8 @@ from brawlkit.env.fastlane import FastLane
 from brawlkit.env.observation import check_input_layout
 from brawlkit.env.rewards import OutcomeReward
 from brawlkit.export.actor import NoiseStream, NumpyPolicy, checkpoint_meta, load_checkpoint
-from brawlkit.export.bpw import PolicyMeta
-from brawlkit.league.opponents import fixed_opponent, permanent_opponent
+from brawlkit.export.bpw import PolicyMeta, mixture_pick, split_mixture
+from brawlkit.league.opponents import fixed_opponent, match_opponent, permanent_opponent
 from brawlkit.league.records import BASELINE_ID
 from brawlkit.wire.cpu_level import CpuLevel
 from brawlkit.wire.server_process import ServerGroup
@@ -158,7 +158,7 @@ def play_matches(policy: PolicyFn, jobs: Sequence[tuple[Any, int]], envs: Sequen
 
     def start(i: int) -> None:
         opp, match_seed = job[i] = queue.popleft()
-        envs[i].reset(seed=match_seed, options={"opponent": opp})
+        envs[i].reset(seed=match_seed, options={"opponent": match_opponent(opp, match_seed)})
         if not lane.admit(i, envs[i]):
             raise ValueError("evaluation envs must be lockstep without input delay "
                              f"(env {i}: mode {envs[i].mode}, input_delay {envs[i].input_delay})")
@@ -342,17 +342,37 @@ def opponent_seed(opponent: str) -> int:
     return EVAL_SEED_BASE + 100_000 * level
 
 
+def shipped_policies(checkpoint: str | Path, sampled: bool = False) -> list[Any]:
+    """What ships, as policies to play: an SB3 checkpoint's deterministic numpy actor (its
+    sampled policy with ``sampled``), or a ``.bpw``'s mean — a mixture's every component,
+    in order (:func:`~brawlkit.export.bpw.split_mixture`; each match then plays the one its
+    seed picks)."""
+    if str(checkpoint).endswith(".bpw"):
+        try:
+            raws = split_mixture(Path(checkpoint).read_bytes())
+        except (OSError, ValueError) as e:
+            raise ValueError(f"{checkpoint}: {e}") from None
+        pols = [NumpyPolicy(r) for r in raws]
+        if sampled or any(p.noise_std is not None for p in pols):
+            raise ValueError(f"{checkpoint}: a blob is judged by its mean here; judge a sampled "
+                             "policy from its checkpoint (--policy sampled)")
+        check_input_layout(pols[0].meta.input_layout, str(checkpoint))
+        return pols
+    det_policy, sampled_policy = load_policies(checkpoint)
+    return [sampled_policy if sampled else det_policy]
+
+
 def evaluate_shipped(checkpoint: str | Path, opponents: tuple[str, ...], matches: int,
                      n_envs: int = EVAL_ARENAS, progress: bool = True,
                      sampled: bool = False) -> dict[str, dict[str, Any]]:
     """The deterministic policy of ``checkpoint`` (``sampled``: its sampled policy, as
-    ``export --sampled`` ships it) against each opponent on ``matches`` fresh seeds:
+    ``export --sampled`` ships it; a ``.bpw``: its mean, a mixture's one component per
+    match, :func:`shipped_policies`) against each opponent on ``matches`` fresh seeds:
     win/draw/loss, the win rate's 95 % Wilson interval, the playstyle.  All opponents'
     matches play at once on ``n_envs`` arenas of one server."""
     limit_threads()
-    det_policy, sampled_policy = load_policies(checkpoint)
-    judged: PolicyFn = sampled_policy if sampled else det_policy
-    meta = det_policy.meta
+    judged = shipped_policies(checkpoint, sampled)
+    meta = judged[0].meta
     kw: dict[str, Any] = {"action_repeat": meta.action_repeat,
                           "input_layout": meta.input_layout}
     specs = {opp: fixed_opponent(opp, meta.input_layout, meta.action_repeat) for opp in opponents}
@@ -365,7 +385,12 @@ def evaluate_shipped(checkpoint: str | Path, opponents: tuple[str, ...], matches
 
     try:
         with _eval_envs(None, n_envs, len(jobs), kw) as envs:
-            by_opp = _by_opponent(play_matches(judged, jobs, envs, on_match=tick))
+            # a mixture plays each match with the component its seed picks (brawlpit_bot's
+            # rule): one pass per component over its own matches
+            played = [r for k, pol in enumerate(judged) for r in play_matches(
+                pol, [j for j in jobs if len(judged) == 1 or mixture_pick(j[1], len(judged)) == k],
+                envs, on_match=tick)]
+            by_opp = _by_opponent(played)
     finally:
         if bar is not None:
             bar.close()

@@ -36,7 +36,7 @@ from typing import Any
 
 from brawlkit.common.cli_args import add_json_flag, add_progress_flag, command_parser
 from brawlkit.common.io import atomic_write_json
-from brawlkit.export.cli import export_checkpoint
+from brawlkit.export.cli import export_checkpoint, export_mixture
 from brawlkit.league.directory import LeagueDir
 from brawlkit.league.records import Member, MemberId
 from brawlkit.training.checkpoints import list_checkpoints
@@ -185,7 +185,18 @@ def harden(league_dir: str | Path, main_run: str | Path, clone: str | Path, s: H
             print(f"harden round {rnd}: exploiter {mid} won {ex['fresh']['win_rate']:.2f} against "
                   f"Main generation {target.stem}; Main now at generation "
                   f"{rec['main_generation']}", file=sys.stderr, flush=True)
+    if len(rounds) >= 2:
+        # what the rounds return: not the last Main alone — a best response to the
+        # exploiters so far, which a new one beats again — but the uniform mixture of
+        # the Mains after each round, one played per match (the double oracle's answer)
+        export_mixture([main_run / f"gen_{r['main_generation']:04d}.zip" for r in rounds],
+                       mixture_path(out))
     return rounds
+
+
+def mixture_path(out: str | Path) -> Path:
+    """Where :func:`harden` writes the mixture of the Mains after each round."""
+    return Path(out) / "mixture.bpw"
 
 
 def train(cfg: TrainConfig, options: RunOptions) -> Any:
@@ -224,8 +235,10 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, FileNotFoundError) as e:
         print(f"league harden: {e}", file=sys.stderr)
         return 2
+    mix = mixture_path(args.out or Path(args.league_dir) / "harden")
     if args.json:
-        print(json.dumps({"settings": asdict(s), "rounds": rounds}))
+        print(json.dumps({"settings": asdict(s), "rounds": rounds,
+                          "mixture": str(mix) if mix.is_file() else None}))
     else:
         for r in rounds:
             f = r["fresh"]
@@ -233,4 +246,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{f['win_rate']:.2f} [{f['win_ci'][0]:.2f}, {f['win_ci'][1]:.2f}] "
                   f"(curve {' '.join(f'{c:.2f}' for c in r['curve'])}); Main -> generation "
                   f"{r['main_generation']}")
+        if mix.is_file():
+            print(f"the Mains after each round, one played per match: {mix} (what ships; "
+                  f"`bench exploit {mix}` measures it)")
     return 0

@@ -272,7 +272,7 @@ def _single_opponent(cfg: TrainConfig, opts: RunOptions) -> SingleOpponent | Non
         raise ValueError(f"--opponent {cfg.opponent} and --league-dir exclude each other: a "
                          "league member draws its opponents from the pool")
     return SingleOpponent(fixed_opponent(cfg.opponent, cfg.input_layout, cfg.action_repeat,
-                                         cfg.seed))
+                                         cfg.seed), seed=cfg.seed)
 
 
 def _opponents(cfg: TrainConfig, opts: RunOptions, run_name: str, start_gen: int,

@@ -270,6 +270,14 @@
 #define BP_BPW_NOISE_GAUSSIAN 1
 /* largest std a noise section may hold (and > 0, finite) */
 #define BP_BPW_MAX_NOISE_STD 100.0f
+/* a mixture (docs/bpw.md, "Mixtures"): "BPWM", u32 BP_BPW_MIX_VERSION, u32 count K
+ * (2..BP_BPW_MIX_MAX), then K x {u32 length (a multiple of 4), one raw BPW1 blob of that
+ * many bytes}; all K agree on obs_dim, act_dim, action_repeat, input_layout and version.
+ * A player plays ONE of them per match: k = floor(u * K), u the first uniform of the
+ * sampling rule's stream seeded (match seed XOR BP_BPW_MIX_SALT). */
+#define BP_BPW_MIX_VERSION 1
+#define BP_BPW_MIX_MAX 16
+#define BP_BPW_MIX_SALT 0x4250574D
 /* action_repeat of a version-1 blob (which does not record it) */
 #define BP_BPW_DEFAULT_REPEAT 4
 /* input_layout 1: the BP_OBS_DIM-value observation of docs/observation.md */

@@ -176,6 +176,7 @@ typedef struct {
     Packet retry;          /* what a stall re-sends (see "Lost datagrams" above) */
     int repeat;            /* action repeat of the match being played */
     BpNoise noise;         /* the sampling stream, seeded S + k at match k's start */
+    uint64_t match_seed;   /* S + k: seeds the stream and picks a mixture's component */
     BpCommand prev;        /* the command sent last step (policy input layouts 2, 3) */
     uint32_t match_id, cmd_seq;
     uint32_t nonce_rng;    /* xorshift32 state of the HELLO / RESET nonces (random start) */
@@ -388,9 +389,13 @@ static void print_weights(const Args *a, const BpPolicy *p)
 {
     const char *reward = bp_policy_reward(p);
     int trained = bp_policy_action_repeat(p);
-    fprintf(stderr, "weights %s: bpw v%d, input layout %d, action repeat %d, reward %s, %s\n",
+    fprintf(stderr, "weights %s: bpw v%d, input layout %d, action repeat %d, reward %s, %s",
             a->weights, bp_policy_version(p), bp_policy_input_layout(p), trained,
             reward[0] ? reward : "unknown", plays_sampled(a, p) ? "sampled" : "deterministic");
+    if (bp_policy_mix_count(p) > 1) {
+        fprintf(stderr, ", a mixture of %d (one per match)", bp_policy_mix_count(p));
+    }
+    fputc('\n', stderr);
     if (a->repeat_override && a->repeat_override != trained) {
         fprintf(stderr,
                 "bot: warning: --repeat %d overrides action repeat %d the weights were "
@@ -433,6 +438,7 @@ static void reload(Bot *b, int mid_match)
     }
     bp_policy_free(b->pol);
     b->pol = p;
+    bp_policy_select(b->pol, b->match_seed); /* a mixture: this match's component */
     if (mid_match && weights_repeat(&b->a, p) != b->repeat) {
         fprintf(stderr, "bot: action repeat %d takes effect from the next match (this one keeps %d)\n",
                 weights_repeat(&b->a, p), b->repeat);
@@ -1003,7 +1009,13 @@ int main(int argc, char **argv)
             reload(&b, 0);
         }
         b.repeat = weights_repeat(&b.a, b.pol);
-        bp_noise_seed(&b.noise, (uint64_t)(b.a.seed + (unsigned long)played));
+        b.match_seed = (uint64_t)(b.a.seed + (unsigned long)played);
+        bp_noise_seed(&b.noise, b.match_seed);
+        int comp = bp_policy_select(b.pol, b.match_seed);
+        if (bp_policy_mix_count(b.pol) > 1) {
+            fprintf(stderr, "bot: match %d (seed %llu) plays mixture component %d\n", played,
+                    (unsigned long long)b.match_seed, comp);
+        }
         rc = play_match(&b, played);
         if (!g_stop) {
             played++;

@@ -42,7 +42,14 @@ struct BpPolicy {
     BpLayer layers[BP_POLICY_MAX_LAYERS];
     float *mem;        /* one allocation for all arrays */
     float *buf0, *buf1; /* scratch, max_pad floats each */
+    /* a mixture (BPWM): its components (the fields above are component 0's
+     * header, no weights of its own) and the one the current match plays */
+    BpPolicy *mix[BP_BPW_MIX_MAX];
+    int n_mix, active;
 };
+
+/* the policy whose weights play: a mixture's active component, else p itself */
+static BpPolicy *playing(BpPolicy *p) { return p->n_mix ? p->mix[p->active] : p; }
 
 /* ------------------------------------------------------------------ errors */
 
@@ -543,6 +550,80 @@ out:
     return p;
 }
 
+/* "BPWM" (docs/bpw.md, "Mixtures"): u32 version, u32 count K, then K x {u32 length
+ * (a multiple of 4), one raw BPW1 blob}; every component parsed and checked as a
+ * blob is, all agreeing on what the bot plays them with, nothing after the last */
+static BpPolicy *load_mixture(const uint8_t *d, size_t len)
+{
+    if (len < 12) {
+        set_err("bpw: truncated BPWM header (%zu bytes < 12)", len);
+        return NULL;
+    }
+    uint32_t ver = rd32(d + 4), k = rd32(d + 8);
+    if (ver != BP_BPW_MIX_VERSION) {
+        set_err("bpw: unknown BPWM version %u (this loader knows %d)", ver, BP_BPW_MIX_VERSION);
+        return NULL;
+    }
+    if (k < 2 || k > BP_BPW_MIX_MAX) {
+        set_err("bpw: BPWM count %u outside 2..%d", k, BP_BPW_MIX_MAX);
+        return NULL;
+    }
+    BpPolicy *m = calloc(1, sizeof *m);
+    if (!m) {
+        set_err("bpw: out of memory");
+        return NULL;
+    }
+    size_t pos = 12;
+    for (uint32_t i = 0; i < k; i++) {
+        if (len - pos < 4) {
+            set_err("bpw: BPWM truncated before component %u's length", i);
+            goto fail;
+        }
+        uint32_t n = rd32(d + pos);
+        pos += 4;
+        if (n % 4 || n > len - pos) {
+            set_err("bpw: BPWM component %u's length %u invalid (%zu bytes left)", i, n, len - pos);
+            goto fail;
+        }
+        if (n < 4 || memcmp(d + pos, "BPW1", 4) != 0) {
+            set_err("bpw: BPWM component %u is not a raw BPW1 blob", i);
+            goto fail;
+        }
+        BpPolicy *c = parse_raw(d + pos, n, BP_POLICY_KIND_RAW);
+        if (!c) {
+            goto fail;
+        }
+        m->mix[m->n_mix++] = c;
+        pos += n;
+        const BpPolicy *c0 = m->mix[0];
+        if (c->obs_dim != c0->obs_dim || c->act_dim != c0->act_dim ||
+            c->version != c0->version || c->action_repeat != c0->action_repeat ||
+            c->input_layout != c0->input_layout) {
+            set_err("bpw: BPWM component %u disagrees with component 0 (obs_dim, act_dim, "
+                    "version, action repeat and input layout must agree)", i);
+            goto fail;
+        }
+    }
+    if (pos != len) {
+        set_err("bpw: BPWM has %zu bytes after its last component", len - pos);
+        goto fail;
+    }
+    const BpPolicy *c0 = m->mix[0];
+    m->version = c0->version;
+    m->n_layers = c0->n_layers;
+    m->obs_dim = c0->obs_dim;
+    m->act_dim = c0->act_dim;
+    m->kind = BP_POLICY_KIND_MIXTURE;
+    m->noise_std = c0->noise_std;
+    m->action_repeat = c0->action_repeat;
+    m->input_layout = c0->input_layout;
+    memcpy(m->reward, c0->reward, sizeof m->reward);
+    return m;
+fail:
+    bp_policy_free(m);
+    return NULL;
+}
+
 BpPolicy *bp_policy_load_mem(const void *data, size_t len, char *err, size_t errlen)
 {
     const uint8_t *d = data;
@@ -558,8 +639,10 @@ BpPolicy *bp_policy_load_mem(const void *data, size_t len, char *err, size_t err
         p = load_lz4(d, len);
     } else if (memcmp(d, "BPWS", 4) == 0) {
         p = load_shuffled(d, len);
+    } else if (memcmp(d, "BPWM", 4) == 0) {
+        p = load_mixture(d, len);
     } else {
-        set_err("bpw: unknown blob magic %02x %02x %02x %02x (want BPW1, LZ4 frame or BPWS)",
+        set_err("bpw: unknown blob magic %02x %02x %02x %02x (want BPW1, LZ4 frame, BPWS or BPWM)",
                 d[0], d[1], d[2], d[3]);
     }
     if (!p) {
@@ -625,9 +708,26 @@ out:
 void bp_policy_free(BpPolicy *p)
 {
     if (p) {
+        for (int i = 0; i < p->n_mix; i++) {
+            bp_policy_free(p->mix[i]);
+        }
         free(p->mem);
         free(p);
     }
+}
+
+int bp_policy_mix_count(const BpPolicy *p) { return p->n_mix ? p->n_mix : 1; }
+
+int bp_policy_select(BpPolicy *p, uint64_t match_seed)
+{
+    if (!p->n_mix) {
+        return 0;
+    }
+    BpNoise n;
+    bp_noise_seed(&n, match_seed ^ (uint64_t)BP_BPW_MIX_SALT);
+    int k = (int)(bp_noise_uniform(&n) * p->n_mix);
+    p->active = k < p->n_mix ? k : p->n_mix - 1;
+    return p->active;
 }
 
 int bp_policy_obs_dim(const BpPolicy *p) { return p->obs_dim; }
@@ -638,10 +738,16 @@ int bp_policy_version(const BpPolicy *p) { return p->version; }
 int bp_policy_action_repeat(const BpPolicy *p) { return p->action_repeat; }
 int bp_policy_input_layout(const BpPolicy *p) { return p->input_layout; }
 const char *bp_policy_reward(const BpPolicy *p) { return p->reward; }
-const float *bp_policy_noise_std(const BpPolicy *p) { return p->noise_std; }
+const float *bp_policy_noise_std(const BpPolicy *p)
+{
+    return p->n_mix ? p->mix[p->active]->noise_std : p->noise_std;
+}
 
 int bp_policy_layer(const BpPolicy *p, int i, int *in, int *out, int *activation)
 {
+    if (p->n_mix) {
+        p = p->mix[p->active];
+    }
     if (i < 0 || i >= p->n_layers) {
         return -1;
     }
@@ -799,6 +905,7 @@ static void dense_fast(const BpLayer *L, const float *restrict x, float *restric
 
 void bp_policy_forward(BpPolicy *p, const float *obs, float *out)
 {
+    p = playing(p);
     const float *x = obs;
     float *bufs[2] = {p->buf0, p->buf1};
     for (int i = 0; i < p->n_layers; i++) {
@@ -811,6 +918,7 @@ void bp_policy_forward(BpPolicy *p, const float *obs, float *out)
 
 void bp_policy_forward_ref(BpPolicy *p, const float *obs, float *out)
 {
+    p = playing(p);
     const float *x = obs;
     float *bufs[2] = {p->buf0, p->buf1};
     for (int i = 0; i < p->n_layers; i++) {
@@ -885,6 +993,7 @@ void bp_noise_normals(BpNoise *n, float *z, int dim)
 
 void bp_policy_sample(BpPolicy *p, const float *obs, BpNoise *noise, float *out)
 {
+    p = playing(p);
     bp_policy_forward(p, obs, out);
     if (!p->noise_std) {
         return;

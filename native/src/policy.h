@@ -90,6 +90,7 @@
 #define BP_POLICY_KIND_RAW 0
 #define BP_POLICY_KIND_LZ4 1
 #define BP_POLICY_KIND_SHUFFLE 2
+#define BP_POLICY_KIND_MIXTURE 3 /* "BPWM": several raw blobs, one played per match */
 
 typedef struct BpPolicy BpPolicy;
 
@@ -127,6 +128,16 @@ void bp_policy_forward_ref(BpPolicy *p, const float *obs, float *out);
 
 /* the noise section of a version-3 blob (act_dim stds), or NULL: deterministic */
 const float *bp_policy_noise_std(const BpPolicy *p);
+
+/* A mixture ("BPWM", docs/bpw.md "Mixtures"; BP_POLICY_KIND_MIXTURE) holds several
+ * policies and plays one per match.  The accessors above answer for all of them
+ * (they agree); forward, sample, layer and noise_std use the active one.
+ * bp_policy_mix_count: how many (1 for a single blob).  bp_policy_select: make the
+ * one the match of match_seed plays active — k = floor(u * K), u the first
+ * bp_noise_uniform of a stream seeded match_seed ^ BP_BPW_MIX_SALT, as Python's
+ * mixture_pick — and return k (always 0 for a single blob). */
+int bp_policy_mix_count(const BpPolicy *p);
+int bp_policy_select(BpPolicy *p, uint64_t match_seed);
 
 #define BP_NOISE_TWO_PI 6.283185307179586 /* the double nearest 2 pi, as Python's 2 * math.pi */
 

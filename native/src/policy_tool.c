@@ -17,6 +17,11 @@
  *       Gaussian means (unclipped).  --ref uses the scalar libm-tanhf path.
  *       --sample SEED: the sampled actions of a version-3 blob instead
  *       (bp_policy_sample, one stream seeded SEED, rows in order; clipped).
+ *       --match SEED: the means of the component a mixture plays in the match
+ *       of SEED (bp_policy_select; a single blob: itself).
+ *   brawlpit_policy pick BLOB SEED COUNT
+ *       one line per match seed SEED..SEED+COUNT-1: the component of the mixture
+ *       BLOB that match plays (bp_policy_select; 0 for a single blob).
  *   brawlpit_policy decode ACT.f32 OUT.txt
  *       bp_action_decode on N*6 float32; one "sx sy buttons" line per action
  *       (floats printed with %.9g).
@@ -43,12 +48,16 @@
 
 static const char *kind_name(int k)
 {
-    return k == BP_POLICY_KIND_RAW ? "raw" : k == BP_POLICY_KIND_LZ4 ? "lz4" : "shuffle";
+    return k == BP_POLICY_KIND_RAW       ? "raw"
+           : k == BP_POLICY_KIND_LZ4     ? "lz4"
+           : k == BP_POLICY_KIND_MIXTURE ? "mixture"
+                                         : "shuffle";
 }
 
 static const char USAGE[] = "usage: brawlpit_policy check BLOB\n"
                             "       brawlpit_policy info BLOB\n"
-                            "       brawlpit_policy forward [--ref | --sample SEED] BLOB OBS.f32 OUT.f32\n"
+                            "       brawlpit_policy forward [--ref | --sample SEED | --match SEED] BLOB OBS.f32 OUT.f32\n"
+                            "       brawlpit_policy pick BLOB SEED COUNT\n"
                             "       brawlpit_policy decode ACT.f32 OUT.txt\n"
                             "       brawlpit_policy bench BLOB N\n"
                             "       brawlpit_policy fuzz < records\n";
@@ -67,7 +76,9 @@ static int help(void)
           "  info BLOB       the blob's facts as `key value` lines, one `layer ...` line per layer\n"
           "  forward         N*obs_dim float32 in OBS.f32 -> N*act_dim Gaussian means in OUT.f32;\n"
           "                  --ref uses the scalar libm-tanhf path; --sample SEED: the sampled\n"
-          "                  actions of a version-3 blob, one noise stream seeded SEED\n"
+          "                  actions of a version-3 blob, one noise stream seeded SEED;\n"
+          "                  --match SEED: a mixture's component for the match of SEED\n"
+          "  pick            a mixture's component (0-based) for each match seed SEED..SEED+COUNT-1\n"
           "  decode          bp_action_decode of N*6 float32: one `sx sy buttons` line each\n"
           "  bench BLOB N    time N forwards (fast and reference path); `key value` lines\n"
           "  fuzz            load every `u32 len, len bytes` record from stdin; one line each\n"
@@ -181,6 +192,18 @@ static int cmd_info(const char *blob)
 #define FWD_MEAN 0
 #define FWD_REF 1
 #define FWD_SAMPLE 2
+#define FWD_MATCH 3
+
+static int cmd_pick(const char *blob, uint64_t seed, long count)
+{
+    BpPolicy *p = load_or_say(blob, stderr);
+    if (!p) return 1;
+    for (long i = 0; i < count; i++) {
+        printf("%d\n", bp_policy_select(p, seed + (uint64_t)i));
+    }
+    bp_policy_free(p);
+    return 0;
+}
 
 static int cmd_forward(int mode, uint64_t seed, const char *blob, const char *obs_path,
                        const char *out_path)
@@ -194,6 +217,9 @@ static int cmd_forward(int mode, uint64_t seed, const char *blob, const char *ob
     }
     BpNoise noise;
     bp_noise_seed(&noise, seed);
+    if (mode == FWD_MATCH) {
+        bp_policy_select(p, seed);
+    }
     size_t n = 0;
     uint8_t *obs = read_all(obs_path, &n);
     int od = bp_policy_obs_dim(p), ad = bp_policy_act_dim(p);
@@ -409,6 +435,23 @@ int main(int argc, char **argv)
     }
     if (!strcmp(cmd, "forward") && argc == 6 && !strcmp(argv[2], "--ref")) {
         return cmd_forward(FWD_REF, 0, argv[3], argv[4], argv[5]);
+    }
+    if (!strcmp(cmd, "pick") && argc == 5) {
+        char *e1, *e2;
+        unsigned long long seed = strtoull(argv[3], &e1, 10);
+        long count = strtol(argv[4], &e2, 10);
+        if (!*argv[3] || *e1 || argv[3][0] == '-' || !*argv[4] || *e2 || count < 1) {
+            return usage();
+        }
+        return cmd_pick(argv[2], (uint64_t)seed, count);
+    }
+    if (!strcmp(cmd, "forward") && argc == 7 && !strcmp(argv[2], "--match")) {
+        char *end;
+        unsigned long long seed = strtoull(argv[3], &end, 10);
+        if (!*argv[3] || *end || argv[3][0] == '-') {
+            return usage();
+        }
+        return cmd_forward(FWD_MATCH, (uint64_t)seed, argv[4], argv[5], argv[6]);
     }
     if (!strcmp(cmd, "forward") && argc == 7 && !strcmp(argv[2], "--sample")) {
         char *end = NULL;
