@@ -152,7 +152,8 @@ class TrainConfig:
     opponent: str | None = _opt(None, "train against this one opponent alone instead of the CPU "
                                 "curriculum: cpu:L, baseline, or the path of a policy .bpw "
                                 "(`export`), played as the league's frozen members are (its mean; "
-                                "a sampled blob, `export --sampled`, with its noise), at its own "
+                                "a sampled blob, `export --sampled`, with its noise; a mixture, "
+                                "`export A.zip B.zip`, one component drawn per match), at its own "
                                 "action repeat, which must be this run's. What "
                                 "`bench exploit` trains its exploiters with; not with "
                                 "--league-dir; baseline or a .bpw need --vec inproc, no --ray",
