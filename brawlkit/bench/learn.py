@@ -300,7 +300,8 @@ def _role_run(out: Path, cfg: LearnConfig, role: str) -> Path | None:
 def _earlier_calls(out: Path, cfg: LearnConfig) -> tuple[dict[str, int], float]:
     """(each role's finished generations, the RL seconds they took) of an unfinished seed:
     the seconds are the slowest role's sum of its generations' own train and eval seconds
-    (the roles train at once); the generation in flight when it stopped is lost."""
+    (the roles train at once), plus the finished hardening rounds' exploiters' (training
+    and judging); the generation in flight when it stopped is lost."""
     done: dict[str, int] = {}
     seconds = 0.0
     for role in cfg.roles:
@@ -310,6 +311,10 @@ def _earlier_calls(out: Path, cfg: LearnConfig) -> tuple[dict[str, int], float]:
         meta = [json.loads(p.read_text()) for _, p in gens]
         seconds = max(seconds, sum(float(m.get("train_seconds", 0.0)) + float(m.get("eval_seconds", 0.0))
                                    for m in meta))
+    # the hardening rounds' exploiters (Main's generations after the league are in its sum)
+    for p in sorted((out / "harden").glob("round_*/*/exploiter.json")):
+        rec = json.loads(p.read_text())
+        seconds += float(rec.get("train_seconds", 0.0)) + float(rec.get("eval_seconds", 0.0))
     return done, seconds
 
 
