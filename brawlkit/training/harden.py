@@ -98,11 +98,6 @@ class HardenSettings:
         s.validate()
         return s
 
-    def exploiter_env_steps(self) -> int:
-        """Env steps all rounds' exploiters play (part of a recipe's budget)."""
-        per = self.exploiter_steps // self.exploiter_generations * self.exploiter_generations
-        return self.rounds * per
-
 
 def member_id(seed: int, rnd: int) -> str:
     """The pool id of round ``rnd``'s exploiter for a Main of ``seed``."""
@@ -134,8 +129,8 @@ def harden(league_dir: str | Path, main_run: str | Path, clone: str | Path, s: H
     cfg0 = base or TrainConfig.from_dict(meta["config"])
     seed = cfg0.seed
     state_path = out / "rounds.json"
-    key = {k: v for k, v in asdict(s).items() if k not in ("rounds", "main_generations")}
-    key = json.loads(json.dumps({**key, "main_generations": s.main_generations}))
+    # every setting but the number of rounds: more rounds continue a record
+    key = json.loads(json.dumps({k: v for k, v in asdict(s).items() if k != "rounds"}))
     state: dict[str, Any] = json.loads(state_path.read_text()) if state_path.is_file() \
         else {"key": key, "rounds": []}
     if state.get("key") != key:
