@@ -42,6 +42,9 @@
  *   "BPWS"        shuffled: u32 wrapper version (=1), u32 raw_len, then one LZ4
  *                 frame whose content is exactly raw_len bytes of
  *                 shuffled[k*n + i] = raw[4*i + k]  (n = raw_len/4, k = 0..3)
+ *   "BPWM"        a mixture, not a wrapper: u32 version, u32 count K, then K x
+ *                 {u32 length, one raw blob}; one component plays per match
+ *                 (bp_policy_select below; brawlpit.h BP_BPW_MIX_*)
  * An LZ4 frame must end exactly at the end of the input and decompress to at
  * most BP_POLICY_MAX_RAW_BYTES; a corrupt frame (liblz4 verifies header and
  * content checksums) is refused.
