@@ -13,7 +13,7 @@ final Main trained against its best exploiter alone beat it 1.00 after 0.8 M ste
 So each round here is one step of the double oracle (PSRO, Lanctot et al. 2017, with
 AlphaStar's rule that an exploiter joins the pool frozen): a fresh exploiter starts from
 the clone and trains ``exploiter_steps`` against Main's newest checkpoint alone — the
-very exploiter ``bench exploit`` trains (one home: :func:`brawlkit.bench.exploit.run`),
+very exploiter ``bench exploit`` trains (one home: :func:`brawlkit.training.exploit.run`),
 its seed far from the benchmark's (0, 1, 2) — and joins the league frozen as a main
 exploiter; then Main resumes its own run for ``main_generations`` with
 ``main_patch_share`` of its games against the exploiters its deterministic policy still
@@ -115,7 +115,7 @@ def harden(league_dir: str | Path, main_run: str | Path, clone: str | Path, s: H
     ``base``: the TrainConfig Main resumes with (a recipe's; default: its run's own, as
     its newest generation recorded it) — only the generations, their size and the patch
     share are this call's."""
-    from brawlkit.bench import exploit as exploit_bench  # the benchmark's own exploiter
+    from brawlkit.training import exploit as best_response  # bench exploit's own exploiter
 
     s.validate()
     out, main_run, clone = Path(out), Path(main_run), Path(clone)
@@ -143,12 +143,12 @@ def harden(league_dir: str | Path, main_run: str | Path, clone: str | Path, s: H
         if rnd < len(rounds) and list_checkpoints(main_run)[-1][0] >= want:
             continue
         target = main_run / f"gen_{list_checkpoints(main_run)[-1][0]:04d}.zip"
-        es = exploit_bench.ExploitSettings(
+        es = best_response.ExploitSettings(
             target=target, out=out / f"round_{rnd}", seeds=(SEED_BASE + seed * 10 + rnd,),
             steps=s.exploiter_steps, generations=s.exploiter_generations, init_from=clone,
             random=False, matches=s.matches, curve_matches=s.curve_matches, pick="final",
             train=s.exploiter_train)
-        res = exploit_bench.run(es, progress)
+        res = best_response.run(es, progress)
         ex = res["exploiters"][0]
         mid = member_id(seed, rnd)
         if not any(m.id == mid for m in pool.members(include_permanent=False)):
