@@ -44,22 +44,42 @@ def _n_members(league: Path) -> int:
     return len(list(d.glob("*.json"))) if d.is_dir() else 0
 
 
-def _servers() -> set[int]:
-    """Orphaned game servers: a server whose parent died is re-parented (to init or a
-    subreaper). Servers of other live processes (a benchmark beside the suite) are not
-    counted, so this check means the same on a busy machine."""
+def _servers_under(root: int) -> set[int]:
+    """The game servers ``root`` started (its descendants), found while it lives.
+
+    Why not every orphaned server on the machine: a job beside the suite (a benchmark
+    started from a plain ``python`` script) has servers whose parent is no brawlkit
+    process, and counting those made this check fail on a busy machine."""
     out = subprocess.run(["pgrep", "-f", "native/build/brawlpit_server"], capture_output=True,
                          text=True).stdout
-    return {pid for pid in map(int, out.split()) if _is_orphan(pid)}
+    mine = set()
+    for pid in map(int, out.split()):
+        p = pid
+        while p > 1:
+            p = _ppid(p)
+            if p == root:
+                mine.add(pid)
+                break
+    return mine
 
 
-def _is_orphan(pid: int) -> bool:
+def _ppid(pid: int) -> int:
     try:
-        ppid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-        parent = Path(f"/proc/{ppid}/cmdline").read_bytes()
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
     except (OSError, ValueError, IndexError):
-        return False  # gone already: not left behind
-    return ppid == 1 or b"brawlkit" not in parent and b"pytest" not in parent
+        return 0  # gone already
+
+
+def _alive_servers(pids: set[int]) -> set[int]:
+    """Those of ``pids`` still running a game server (a reused pid is another process)."""
+    alive = set()
+    for pid in pids:
+        try:
+            if b"brawlpit_server" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                alive.add(pid)
+        except OSError:
+            pass
+    return alive
 
 
 def test_three_roles_register_every_generation_exactly_once(small_league):
@@ -181,7 +201,6 @@ def test_league_overview_notebook_runs_headless(small_league, tmp_path):
 
 def test_a_trainer_killed_mid_run_leaves_the_pool_readable(tmp_path):
     league = tmp_path / "league"
-    before = _servers()
     p = subprocess.Popen([sys.executable, "-m", "brawlkit", "train", "--role", "main",
                           "--league-dir", str(league), "--runs-root", str(tmp_path / "runs"),
                           "--no-progress", *TINY[:1], "20", *TINY[2:]],
@@ -192,6 +211,8 @@ def test_a_trainer_killed_mid_run_leaves_the_pool_readable(tmp_path):
             assert time.monotonic() < deadline and p.poll() is None, "no registration"
             time.sleep(0.2)
         time.sleep(1.3)  # into the next generation, maybe into its registration
+        ours = _servers_under(p.pid)
+        assert ours, "the trainer runs no game server to leave behind"
         p.send_signal(signal.SIGKILL)
         p.wait(timeout=10)
     finally:
@@ -202,14 +223,13 @@ def test_a_trainer_killed_mid_run_leaves_the_pool_readable(tmp_path):
     assert trained and all(pool.blob_path(m).is_file() for m in trained)
     pool.matches()  # every line readable or skipped with a warning; never fatal
     deadline = time.monotonic() + 5
-    while _servers() - before and time.monotonic() < deadline:  # PDEATHSIG: servers follow
+    while _alive_servers(ours) and time.monotonic() < deadline:  # PDEATHSIG: servers follow
         time.sleep(0.1)
-    assert not (_servers() - before)
+    assert not _alive_servers(ours)
 
 
 def test_ctrl_c_stops_the_league_cleanly(tmp_path):
     league = tmp_path / "league"
-    before = _servers()
     p = subprocess.Popen([sys.executable, "-m", "brawlkit", "league", "run", "--league-dir",
                           str(league), "--runs-root", str(tmp_path / "runs"), "--no-progress",
                           "--", *TINY[:1], "50", *TINY[2:]],
@@ -222,6 +242,8 @@ def test_ctrl_c_stops_the_league_cleanly(tmp_path):
     while _n_members(league) < 3:
         assert time.monotonic() < deadline and p.poll() is None, "roles did not register"
         time.sleep(0.2)
+    ours = _servers_under(p.pid)
+    assert ours, "the roles run no game server to leave behind"
     p.send_signal(signal.SIGINT)
     _, err = p.communicate(timeout=60)
     assert "stopping the roles" in err
@@ -229,9 +251,9 @@ def test_ctrl_c_stops_the_league_cleanly(tmp_path):
     assert all(pool.blob_path(m).is_file() for m in pool.members() if not m.permanent)
     assert not list((league / "members").glob(".*")), "a half-written record was left"
     deadline = time.monotonic() + 5
-    while _servers() - before and time.monotonic() < deadline:  # PDEATHSIG: servers follow
+    while _alive_servers(ours) and time.monotonic() < deadline:  # PDEATHSIG: servers follow
         time.sleep(0.1)
-    assert not (_servers() - before), "orphan game servers"
+    assert not _alive_servers(ours), "orphan game servers"
     assert json.loads(json.dumps([m.to_json() for m in pool.members()]))
 
 
