@@ -188,16 +188,18 @@ class MixtureOpponent:
             c.label = label
 
     @classmethod
-    def from_file(cls, path: str | Path, env_layout: int, action_repeat: int | None = None,
-                  noise_seed: int = 0) -> MixtureOpponent:
-        p = Path(path)
+    def from_bytes(cls, blob: bytes, label: str, env_layout: int,
+                   action_repeat: int | None = None, noise_seed: int = 0,
+                   where: str = "policy") -> MixtureOpponent:
+        """A mixture's bytes as an opponent (each component checked as
+        :meth:`FrozenOpponent.from_bytes` checks a blob; ``where`` names it in the errors)."""
         try:
-            raws = split_mixture(read_policy_file(p))
+            raws = split_mixture(blob)
         except ValueError as e:
-            raise ValueError(f"policy {p}: {e}") from None
-        return cls([FrozenOpponent.from_bytes(r, p.name, env_layout, action_repeat,
-                                              noise_seed + k, where=f"policy {p} component {k}")
-                    for k, r in enumerate(raws)], p.name)
+            raise ValueError(f"{where}: {e}") from None
+        return cls([FrozenOpponent.from_bytes(r, label, env_layout, action_repeat,
+                                              noise_seed + k, where=f"{where} component {k}")
+                    for k, r in enumerate(raws)], label)
 
     def pick(self, seed: int) -> FrozenOpponent:
         return self.components[mixture_pick(seed, len(self.components))]
@@ -223,12 +225,7 @@ def fixed_opponent(spec: str, env_layout: int, action_repeat: int, noise_seed: i
     if spec == BASELINE_ID:
         return BaselinePolicy()
     p = Path(spec)
-    if p.is_file() and is_mixture(p):
-        return MixtureOpponent.from_file(p, env_layout, action_repeat, noise_seed)
-    return FrozenOpponent.from_file(spec, env_layout, action_repeat, noise_seed)
-
-
-def is_mixture(path: Path) -> bool:
-    """Whether the file at ``path`` starts as a mixture container does."""
-    with open(path, "rb") as f:
-        return f.read(4) == MIX_MAGIC
+    blob = read_policy_file(p)
+    kind = MixtureOpponent if blob[:4] == MIX_MAGIC else FrozenOpponent
+    return kind.from_bytes(blob, p.name, env_layout, action_repeat, noise_seed,
+                           where=f"policy {p}")
