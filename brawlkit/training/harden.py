@@ -222,15 +222,14 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     s = HardenSettings(**{f.name: getattr(args, f.name) for f in fields(HardenSettings)
                           if f.name != "exploiter_train"})
-    try:
-        s.validate()
-        rounds = harden(args.league_dir, args.run_dir, args.init_from, s,
-                        args.out or Path(args.league_dir) / "harden",
+    out = Path(args.out) if args.out else Path(args.league_dir) / "harden"
+    try:  # harden validates the settings before anything runs
+        rounds = harden(args.league_dir, args.run_dir, args.init_from, s, out,
                         progress=not args.no_progress)
     except (ValueError, FileNotFoundError) as e:
         print(f"league harden: {e}", file=sys.stderr)
         return 2
-    mix = mixture_path(args.out or Path(args.league_dir) / "harden")
+    mix = mixture_path(out)
     if args.json:
         print(json.dumps({"settings": asdict(s), "rounds": rounds,
                           "mixture": str(mix) if mix.is_file() else None}))
