@@ -38,7 +38,7 @@ NON_DEFAULT = {
     "init_from": "init.zip", "kl_coef": 0.5, "kl_decay": "exponential", "kl_decay_steps": 1000,
     "main_fixed_share": 0.1, "main_pfsp_share": 0.4, "main_pfsp_pool": "all",
     "main_pfsp_window": 3, "main_exploiter_share": 0.2, "main_struggle": 0.25, "main_verify_matches": 4,
-    "main_selfplay_floor": 0.35, "main_patch_share": 0.25, "exploiter_threshold": 0.1, "exploiter_reset_every": 3, "exploiter_target": "held",
+    "main_selfplay_floor": 0.35, "main_patch_share": 0.25, "main_patch_pool": "newest", "exploiter_threshold": 0.1, "exploiter_reset_every": 3, "exploiter_target": "held",
     "league_exploiter_reset_p": 0.5, "league_exploiter_fixed_share": 0.2, "payoff_decay": 1.0,
     "opponent": "cpu:2",  # one fixed opponent instead of the curriculum (a spec Ray can ship)
     "eval_levels": (2,),

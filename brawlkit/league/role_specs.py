@@ -239,6 +239,11 @@ declare_role(RoleSpec(
                "its games goes to the exploiters it struggles with first, the rest following "
                "the mixture above (0 = only exploiter_share); with verify_matches > 0 the "
                "struggle is its deterministic policy's"),
+        RoleOption("patch_pool", "struggling", "the exploiters patch_share goes to: "
+                   "'struggling' = every main exploiter it struggles with; 'newest' = the "
+                   "newest main exploiter alone, until its deterministic policy wins every "
+                   "verification match against it (league harden's focused rounds)",
+                   choices=("struggling", "newest")),
     )))
 
 declare_role(RoleSpec(

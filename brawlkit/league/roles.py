@@ -222,6 +222,7 @@ class MainSampler(LeagueSampler):
     verify_matches: int
     selfplay_floor: float
     patch_share: float
+    patch_pool: str
     pfsp_window: int
     pfsp_pool: str
 
@@ -239,7 +240,7 @@ class MainSampler(LeagueSampler):
             # after 0.8 M steps (README).  Measured (league_144_patch, 2 seeds): it patches
             # what the league's exploiters find, not what a fresh best response finds (0.95,
             # 0.67), so it is off by default
-            hard = self.struggling()
+            hard = self.patch_targets()
             if hard and self.rng.random() < self.patch_share:
                 return self._pick("patch", hard, "squared", self.standing)
         r = self.rng.random()
@@ -273,6 +274,17 @@ class MainSampler(LeagueSampler):
     def struggling(self) -> list[str]:
         """The main exploiters Main struggles with (:meth:`standing` below ``struggle``)."""
         return [x for x in self.ids("main_exploiter") if self.standing(x) < self.struggle]
+
+    def patch_targets(self) -> list[str]:
+        """Whom ``patch_share`` goes to: the exploiters Main struggles with, or (``patch_pool
+        = "newest"``) the newest main exploiter alone until Main beats it every time.  Why
+        the second: seed 2 of league_144_verify_long, patched only while it struggled (below
+        0.3, or 0.7), kept one hole its fresh exploiters all found (0.93); its final Main
+        trained against one such exploiter alone for 2 M steps beat it 0.88 and was
+        exploited 0.53 / 0.40 / 0.82 (docs/league.md, Hardening)."""
+        if self.patch_pool == "newest":
+            return [x for x in self.ids("main_exploiter")[-1:] if self.standing(x) < 1.0]
+        return self.struggling()
 
     def verification(self) -> tuple[list[str], int]:
         """The newest ``pfsp_window`` main exploiters (0: all), ``verify_matches`` each."""

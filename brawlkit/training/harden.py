@@ -64,6 +64,10 @@ class HardenSettings:
     main_steps_per_generation: int = 1_000_000
     #: share of Main's games against the exploiters it loses to (``--main-patch-share``)
     patch_share: float = 0.8
+    #: whom the share goes to (``--main-patch-pool``): "struggling" = the exploiters Main's
+    #: deterministic policy loses to (below ``--main-struggle``), "newest" = the round's
+    #: own exploiter until Main beats it every time (a focused patch)
+    patch_pool: str = "struggling"
     #: the exploiters' TrainConfig overrides (``bench exploit --set``)
     exploiter_train: dict[str, Any] | None = None
 
@@ -81,6 +85,9 @@ class HardenSettings:
             raise ValueError("harden main_steps_per_generation must be >= 1")
         if not 0.0 <= self.patch_share <= 1.0:
             raise ValueError(f"harden patch_share must be in [0, 1], got {self.patch_share}")
+        if self.patch_pool not in ("struggling", "newest"):
+            raise ValueError(f"harden patch_pool must be 'struggling' or 'newest', got "
+                             f"{self.patch_pool!r}")
 
     @classmethod
     def from_dict(cls, table: dict[str, Any]) -> HardenSettings:
@@ -133,7 +140,10 @@ def harden(league_dir: str | Path, main_run: str | Path, clone: str | Path, s: H
     key = json.loads(json.dumps({k: v for k, v in asdict(s).items() if k != "rounds"}))
     state: dict[str, Any] = json.loads(state_path.read_text()) if state_path.is_file() \
         else {"key": key, "rounds": []}
-    if state.get("key") != key:
+    # a record made before a setting existed was made with its default
+    defaults = json.loads(json.dumps({k: v for k, v in asdict(HardenSettings()).items()
+                                      if k != "rounds"}))
+    if {**defaults, **state.get("key", {})} != key:
         raise ValueError(f"{state_path} was made with other settings ({state.get('key')}); "
                          "remove it or choose another --out (more --rounds may continue it)")
     rounds: list[dict[str, Any]] = state["rounds"]
@@ -168,11 +178,12 @@ def harden(league_dir: str | Path, main_run: str | Path, clone: str | Path, s: H
         if left > 0:
             cfg = TrainConfig.from_dict({**cfg0.to_dict(), "role": "main", "generations": left,
                                          "steps_per_generation": s.main_steps_per_generation,
-                                         "main_patch_share": s.patch_share})
+                                         "main_patch_share": s.patch_share,
+                                         "main_patch_pool": s.patch_pool})
             train(cfg, RunOptions(run_dir=main_run, resume=True, league_dir=league_dir,
                                   progress=progress,
-                                  chosen=frozenset({"steps_per_generation",
-                                                    "main_patch_share"})))
+                                  chosen=frozenset({"steps_per_generation", "main_patch_share",
+                                                    "main_patch_pool"})))
         rec["main_generation"] = list_checkpoints(main_run)[-1][0]
         rounds = rounds[:rnd] + [rec]
         atomic_write_json(state_path, {"key": key, "rounds": rounds})
