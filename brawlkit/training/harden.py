@@ -28,14 +28,19 @@ done is skipped, so a stopped call continues where it stopped.
 from __future__ import annotations
 
 import json
+import math
 import sys
 import tempfile
+import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from brawlkit.common.cli_args import add_json_flag, add_progress_flag, command_parser
 from brawlkit.common.io import atomic_write_json
+from brawlkit.export.bpw import MIX_MAX
 from brawlkit.export.cli import export_checkpoint, export_mixture
 from brawlkit.league.directory import LeagueDir
 from brawlkit.league.records import Member, MemberId
@@ -68,6 +73,13 @@ class HardenSettings:
     #: deterministic policy loses to (below ``--main-struggle``), "newest" = the round's
     #: own exploiter until Main beats it every time (a focused patch)
     patch_pool: str = "struggling"
+    #: what the rounds ship (from two rounds on): "uniform" = the Mains after each round,
+    #: one per match; "nash" = the rounds' targets (each met a fresh exploiter of its own)
+    #: in the shares that maximise their worst score against every round's exploiter
+    #: (:func:`nash_mixture`)
+    mixture: str = "uniform"
+    #: "nash": fresh matches per (target, exploiter) pair of its payoff matrix
+    mixture_matches: int = 20
     #: the exploiters' TrainConfig overrides (``bench exploit --set``)
     exploiter_train: dict[str, Any] | None = None
 
@@ -85,6 +97,10 @@ class HardenSettings:
             raise ValueError("harden main_steps_per_generation must be >= 1")
         if not 0.0 <= self.patch_share <= 1.0:
             raise ValueError(f"harden patch_share must be in [0, 1], got {self.patch_share}")
+        if self.mixture not in ("uniform", "nash"):
+            raise ValueError(f"harden mixture must be 'uniform' or 'nash', got {self.mixture!r}")
+        if self.mixture_matches < 1:
+            raise ValueError(f"harden mixture_matches must be >= 1, got {self.mixture_matches}")
         if self.patch_pool not in ("struggling", "newest"):
             raise ValueError(f"harden patch_pool must be 'struggling' or 'newest', got "
                              f"{self.patch_pool!r}")
@@ -136,14 +152,13 @@ def harden(league_dir: str | Path, main_run: str | Path, clone: str | Path, s: H
     cfg0 = base or TrainConfig.from_dict(meta["config"])
     seed = cfg0.seed
     state_path = out / "rounds.json"
-    # every setting but the number of rounds: more rounds continue a record
-    key = json.loads(json.dumps({k: v for k, v in asdict(s).items() if k != "rounds"}))
+    # every setting the rounds are made with (not their number: more rounds continue a
+    # record; not what is shipped from them, chosen at the end)
+    key = _rounds_key(s)
     state: dict[str, Any] = json.loads(state_path.read_text()) if state_path.is_file() \
         else {"key": key, "rounds": []}
     # a record made before a setting existed was made with its default
-    defaults = json.loads(json.dumps({k: v for k, v in asdict(HardenSettings()).items()
-                                      if k != "rounds"}))
-    if {**defaults, **state.get("key", {})} != key:
+    if {**_rounds_key(HardenSettings()), **state.get("key", {})} != key:
         raise ValueError(f"{state_path} was made with other settings ({state.get('key')}); "
                          "remove it or choose another --out (more --rounds may continue it)")
     rounds: list[dict[str, Any]] = state["rounds"]
@@ -193,15 +208,96 @@ def harden(league_dir: str | Path, main_run: str | Path, clone: str | Path, s: H
                   f"{rec['main_generation']}", file=sys.stderr, flush=True)
     if len(rounds) >= 2:
         # what the rounds return: not the last Main alone — a best response to the
-        # exploiters so far, which a new one beats again — but the uniform mixture of
-        # the Mains after each round, one played per match (the double oracle's answer)
-        export_mixture([main_run / f"gen_{r['main_generation']:04d}.zip" for r in rounds],
-                       mixture_path(out))
+        # exploiters so far, which a new one beats again — but a mixture of Mains, one
+        # played per match (the double oracle's answer)
+        if s.mixture == "nash":
+            nash = nash_mixture(pool, rounds, s.mixture_matches, out, progress)
+            parts = [Path(p) for p, n in zip(nash["rows"], nash["slots"], strict=True)
+                     for _ in range(n)]
+        else:
+            parts = [main_run / f"gen_{r['main_generation']:04d}.zip" for r in rounds]
+        if len(parts) == 1:  # the maximin put everything on one Main: a plain blob
+            export_checkpoint(parts[0], mixture_path(out))
+        else:
+            export_mixture(parts, mixture_path(out))
     return rounds
 
 
+def _rounds_key(s: HardenSettings) -> dict[str, Any]:
+    """The settings a ``rounds.json`` record must agree on to be continued."""
+    skip = {"rounds", "mixture", "mixture_matches"}
+    out: dict[str, Any] = json.loads(json.dumps({k: v for k, v in asdict(s).items()
+                                                 if k not in skip}))
+    return out
+
+
+#: the payoff matrix's match seeds: a block of their own, beside ``bench exploit``'s
+#: curve (+10 M) and fresh (+20 M) blocks
+MATRIX_SEED_OFFSET = 35_000_000
+
+
+def nash_mixture(pool: LeagueDir, rounds: list[dict[str, Any]], matches: int, out: Path,
+                 progress: bool = True) -> dict[str, Any]:
+    """The rounds' targets in their maximin shares against every round's exploiter,
+    recorded in ``<out>/nash.json`` (reused while its rounds and matches are the same).
+
+    Why the targets and not the Mains after each round: each target met a fresh best
+    response of its own, so the matrix holds what beats it; the Main after the last round
+    met none, and a restricted game overrates whatever no exploiter was trained against.
+    Why shares, not a uniform draw: on seed 2 of league_144_verify_long the late Mains
+    all kept one hole (every fresh exploiter beat each of them 0.66–0.98), so a uniform
+    mixture is as exploitable as its worst members; the maximin gives a Main that its
+    exploiters do beat no weight."""
+    from brawlkit.league.nash import maximin, slots
+    from brawlkit.training.evaluate import EVAL_ARENAS, EVAL_SEED_BASE
+    from brawlkit.training.exploit import play_against
+
+    rows = [str(r["target"]) for r in rounds]
+    cols = [str(r["exploiter"]) for r in rounds]
+    path = out / "nash.json"
+    key = {"rows": rows, "columns": cols, "matches": matches}
+    if path.is_file():
+        old: dict[str, Any] = json.loads(path.read_text())
+        if old.get("key") == key:
+            return old
+    members = {m.id: m for m in pool.members(include_permanent=False)}
+    missing = [c for c in cols if c not in members or pool.checkpoint_path(members[c]) is None]
+    if missing:
+        raise ValueError(f"{pool.path}: the rounds' exploiters {missing} are not in the pool "
+                         "with their checkpoints")
+    t0 = time.perf_counter()
+    score = np.zeros((len(rows), len(cols)))
+    with tempfile.TemporaryDirectory(prefix="bk_nash_") as td:
+        for i, row in enumerate(rows):
+            blob = Path(td) / f"row{i}.bpw"
+            export_checkpoint(Path(row), blob)
+            for j, col in enumerate(cols):
+                m = members[col]
+                kw = {"input_layout": int(m.settings.get("input_layout", 2)),
+                      "action_repeat": int(m.settings.get("action_repeat", 4))}
+                r = play_against(pool.checkpoint_path(m), blob,  # type: ignore[arg-type]
+                                 EVAL_SEED_BASE + MATRIX_SEED_OFFSET, matches, EVAL_ARENAS, kw)
+                # Main's score against the exploiter: its losses are Main's wins
+                score[i, j] = (r["losses"] + 0.5 * r["draws"]) / r["matches"]
+                if not progress:
+                    print(f"harden nash: {Path(row).stem} scores {score[i, j]:.2f} against "
+                          f"{col}", file=sys.stderr, flush=True)
+    eq = maximin(score)
+    counts = slots(eq.weights, MIX_MAX)
+    g = math.gcd(*counts)
+    counts = [c // g for c in counts]
+    rec = {"key": key, "rows": rows, "columns": cols, "matches": matches,
+           "score": [[round(float(x), 4) for x in row] for row in score],
+           "weights": [round(float(w), 4) for w in eq.weights],
+           "slots": counts, "value": [round(eq.low, 4), round(eq.high, 4)],
+           "seconds": round(time.perf_counter() - t0, 1)}
+    atomic_write_json(path, rec)
+    return rec
+
+
 def mixture_path(out: str | Path) -> Path:
-    """Where :func:`harden` writes the mixture of the Mains after each round."""
+    """Where :func:`harden` writes what the rounds ship: the mixture of Mains (one blob
+    when the maximin chose a single Main)."""
     return Path(out) / "mixture.bpw"
 
 
