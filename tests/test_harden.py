@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from helpers import last_json, run_cli
 
@@ -36,7 +37,8 @@ def test_harden_rounds_patch_main_against_exploiters_of_itself(tmp_path: Path) -
             "--init-from", str(clone), "--rounds", "2", "--exploiter-steps", "2304",
             "--exploiter-generations", "1", "--matches", "2", "--curve-matches", "1",
             "--main-generations", "1", "--main-steps-per-generation", "2304",
-            "--patch-share", "0.9", "--out", str(out), "--no-progress", "--json"]
+            "--patch-share", "0.9", "--patch-pool", "newest", "--out", str(out),
+            "--no-progress", "--json"]
     r = run_cli(*argv, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     res = last_json(r.stdout)
@@ -67,6 +69,7 @@ def test_harden_rounds_patch_main_against_exploiters_of_itself(tmp_path: Path) -
     # verified against the exploiters after each generation (eval records in the log)
     meta = json.loads((run_dir / "gen_0002.json").read_text())
     assert meta["config"]["main_patch_share"] == 0.9
+    assert meta["config"]["main_patch_pool"] == "newest"
     assert meta["config"]["main_verify_matches"] == 1  # the run's own, kept on resume
     assert meta["config"]["action_repeat"] == 8
     verified = {(m.a, m.b) for m in pool.matches() if m.source == "eval"}
@@ -90,6 +93,27 @@ def test_harden_rounds_patch_main_against_exploiters_of_itself(tmp_path: Path) -
     # other settings are refused, naming the record
     r3 = run_cli(*[("0.5" if a == "0.9" else a) for a in argv], timeout=300)
     assert r3.returncode == 2 and "rounds.json was made with other settings" in r3.stderr
+    # what ships is chosen at the end: the same rounds (nothing retrained) shipped as the
+    # rounds' targets in their maximin shares against every round's exploiter
+    r4 = run_cli(*argv, "--mixture", "nash", "--mixture-matches", "2", timeout=300)
+    assert r4.returncode == 0, r4.stderr[-3000:]
+    assert last_json(r4.stdout)["rounds"] == rounds
+    assert (run_dir / "gen_0002.zip").stat().st_mtime_ns == made
+    nash = json.loads((out / "nash.json").read_text())
+    assert nash["rows"] == [x["target"] for x in rounds]
+    assert nash["columns"] == [x["exploiter"] for x in rounds]
+    score = np.array(nash["score"])
+    assert score.shape == (2, 2) and set(score.ravel()) <= {0.0, 0.25, 0.5, 0.75, 1.0}
+    w = np.array(nash["weights"])
+    assert w.sum() == pytest.approx(1.0, abs=1e-3)
+    low, high = nash["value"]
+    assert low <= high + 1e-9 and (w @ score).min() == pytest.approx(low, abs=1e-3)
+    # the file is the targets, each as many times as its slots say (one: a plain blob)
+    want = [export_checkpoint(Path(p), tmp_path / f"t{i}.bpw")["out"]
+            for i, p in enumerate(nash["rows"])]
+    parts = [Path(want[i]).read_bytes() for i, n in enumerate(nash["slots"]) for _ in range(n)]
+    shipped = (out / "mixture.bpw").read_bytes()
+    assert (split_mixture(shipped) if len(parts) > 1 else [shipped]) == parts
 
 
 def test_harden_refuses_bad_input_in_one_line(tmp_path: Path) -> None:

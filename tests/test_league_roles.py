@@ -164,6 +164,36 @@ def test_patch_share_sends_games_to_what_beats_what_ships_only_while_it_does(tmp
         MainSampler(tmp_path, 2, 4, patch_share=1.5)
 
 
+def test_patch_pool_newest_sends_the_share_to_the_newest_exploiter_until_main_beats_it_every_time(
+        tmp_path):
+    """``patch_pool = "newest"`` (league harden's focused rounds): the share goes to the
+    newest main exploiter alone, whether or not Main is below ``struggle`` against it, and
+    stops only once Main's deterministic policy won every verification match; an older
+    exploiter Main loses to is the mixture's business, not the patch's."""
+    kw = {"fixed_share": 0.5, "pfsp_share": 0.2, "exploiter_share": 0.15, "struggle": 0.3,
+          "verify_matches": 4, "pfsp_window": 10, "payoff_decay": 1.0, "patch_share": 0.6}
+    pool = _permanent() + _trained("main", 2) + _trained("main_exploiter", 3)
+    s = MainSampler(tmp_path, 2, 4, seed=8, patch_pool="newest", **kw)
+    struggling = MainSampler(tmp_path, 2, 4, seed=8, **kw)
+    for x in (s, struggling):
+        x.refresh(pool)
+        # Main loses to g0, beats the newest (g2) 3 of 4: above struggle, short of every time
+        x.record_verified([("main_exploiter-g0", "loss")] * 4 + [("main_exploiter-g2", "win")] * 3
+                          + [("main_exploiter-g2", "loss")])
+    assert s.patch_targets() == ["main_exploiter-g2"]
+    assert struggling.patch_targets() == ["main_exploiter-g0"]
+    n = 3000
+    drawn = [(s.choose(), s.last_branch) for _ in range(n)]
+    assert {p for p, b in drawn if b == "patch"} == {"main_exploiter-g2"}
+    assert sum(b == "patch" for _, b in drawn) / n == pytest.approx(0.6, abs=0.03)
+    # won every verification match against the newest: no patch, whatever else it loses to
+    s.record_verified([("main_exploiter-g0", "loss")] * 4 + [("main_exploiter-g2", "win")] * 4)
+    assert s.patch_targets() == []
+    assert all(s.choose() and s.last_branch != "patch" for _ in range(300))
+    with pytest.raises(ValueError, match="main's patch_pool must be one of"):
+        MainSampler(tmp_path, 2, 4, patch_pool="oldest")
+
+
 def test_main_exploiter_switches_below_the_threshold_and_back(tmp_path):
     s = MainExploiterSampler(tmp_path, 2, 4, seed=3, threshold=0.2, reset_every=4, payoff_decay=1.0)
     s.refresh(_permanent() + _trained("main", 4))
