@@ -3,8 +3,10 @@ matrix game, and its rounding to a mixture blob's whole slots.
 
 Why here: a league's Mains are not ordered by robustness.  On seed 2 of
 ``league_144_verify_long`` the fresh exploiters of its hardened Mains beat generations 16
-to 39 of Main 0.7–1.0 and generation 8 (already 1.00 against cpu:8) at most 0.17: the
-lineage acquired a hole late.  Which of Main's checkpoints to ship, and in what shares,
+to 39 of Main 0.66–1.00 and generation 8 (already 1.00 against cpu:8) at most 0.17, while
+fresh exploiters of generation 8 beat it 0.97 and 0.98: each has holes the other lacks
+(``docs/data/bench_exploit/league_144_harden_s2/history_probe.json``).  Which of Main's
+checkpoints to ship, and in what shares,
 is then the restricted game PSRO solves (Lanctot et al. 2017): rows are the candidate
 Mains, columns the exploiters found so far, an entry Main's score against that exploiter
 on fresh matches (draws half), and the mixture that ships maximises its worst column.

@@ -281,7 +281,10 @@ class MainSampler(LeagueSampler):
         the second: seed 2 of league_144_verify_long, patched only while it struggled (below
         0.3, or 0.7), kept one hole its fresh exploiters all found (0.93); its final Main
         trained against one such exploiter alone for 2 M steps beat it 0.88 and was
-        exploited 0.53 / 0.40 / 0.82 (docs/league.md, Hardening)."""
+        exploited 0.53 / 0.40 / 0.82 (``patched_exploit.json`` in
+        docs/data/bench_exploit/league_144_harden_s2/).  Measured (league_144_focus, 3
+        seeds): the rounds' mixtures exploited 0.10 / 0.48 / 0.28, where struggling-only
+        rounds left 0.02 / 0.33 / 0.93 (README)."""
         if self.patch_pool == "newest":
             return [x for x in self.ids("main_exploiter")[-1:] if self.standing(x) < 1.0]
         return self.struggling()

@@ -17,8 +17,10 @@ very exploiter ``bench exploit`` trains (one home: :func:`brawlkit.training.expl
 its seed far from the benchmark's (0, 1, 2) — and joins the league frozen as a main
 exploiter; then Main resumes its own run for ``main_generations`` with
 ``main_patch_share`` of its games against the exploiters its deterministic policy still
-loses to (``--main-verify-matches`` reads that), the rest its usual mixture (the fixed
-ladder keeps its strength).  Every round's record says how exploitable Main was when it
+loses to (``--main-verify-matches`` reads that) or, with ``patch_pool = "newest"``, against
+the round's own exploiter until it beats it every time (the focused rounds of
+``league_144_focus``: below 0.5 on three seeds of three, README), the rest its usual
+mixture (the fixed ladder keeps its strength).  Every round's record says how exploitable Main was when it
 began (the exploiter's curve and its fresh win rate): the trace of the hardening.
 
 A round is resumable: one whose exploiter is registered and whose Main generations are
