@@ -2,8 +2,8 @@
 matrix game, and its rounding to a mixture blob's whole slots.
 
 Why here: a league's Mains are not ordered by robustness.  On seed 2 of
-``league_144_verify_long`` the fresh exploiters of its hardened Mains beat generations 16
-to 39 of Main 0.66–1.00 and generation 8 (already 1.00 against cpu:8) at most 0.17, while
+``league_144_verify_long`` the fresh exploiters of its hardened Mains beat generations 16,
+20 and 27–39 of Main 0.66–1.00 and generation 8 (already 1.00 against cpu:8) at most 0.17, while
 fresh exploiters of generation 8 beat it 0.97 and 0.98: each has holes the other lacks
 (``docs/data/bench_exploit/league_144_harden_s2/history_probe.json``).  Which of Main's
 checkpoints to ship, and in what shares,
