@@ -250,6 +250,7 @@ def nash_mixture(pool: LeagueDir, rounds: list[dict[str, Any]], matches: int, ou
     all kept one hole (every fresh exploiter beat each of them 0.66–0.98), so a uniform
     mixture is as exploitable as its worst members; the maximin gives a Main that its
     exploiters do beat no weight."""
+    from brawlkit.export.actor import checkpoint_meta
     from brawlkit.league.nash import maximin, slots
     from brawlkit.training.evaluate import EVAL_ARENAS, EVAL_SEED_BASE
     from brawlkit.training.exploit import play_against
@@ -263,10 +264,14 @@ def nash_mixture(pool: LeagueDir, rounds: list[dict[str, Any]], matches: int, ou
         if old.get("key") == key:
             return old
     members = {m.id: m for m in pool.members(include_permanent=False)}
-    missing = [c for c in cols if c not in members or pool.checkpoint_path(members[c]) is None]
+    ckpts = {c: pool.checkpoint_path(members[c]) if c in members else None for c in cols}
+    missing = [c for c, p in ckpts.items() if p is None]
     if missing:
         raise ValueError(f"{pool.path}: the rounds' exploiters {missing} are not in the pool "
                          "with their checkpoints")
+    found = {c: p for c, p in ckpts.items() if p is not None}
+    # each exploiter plays at its own checkpoint's cadence and layout (as `eval` reads them)
+    metas = {c: checkpoint_meta(p) for c, p in found.items()}
     t0 = time.perf_counter()
     score = np.zeros((len(rows), len(cols)))
     with tempfile.TemporaryDirectory(prefix="bk_nash_") as td:
@@ -274,10 +279,9 @@ def nash_mixture(pool: LeagueDir, rounds: list[dict[str, Any]], matches: int, ou
             blob = Path(td) / f"row{i}.bpw"
             export_checkpoint(Path(row), blob)
             for j, col in enumerate(cols):
-                m = members[col]
-                kw = {"input_layout": int(m.settings.get("input_layout", 2)),
-                      "action_repeat": int(m.settings.get("action_repeat", 4))}
-                r = play_against(pool.checkpoint_path(m), blob,  # type: ignore[arg-type]
+                kw = {"input_layout": metas[col].input_layout,
+                      "action_repeat": metas[col].action_repeat}
+                r = play_against(found[col], blob,
                                  EVAL_SEED_BASE + MATRIX_SEED_OFFSET, matches, EVAL_ARENAS, kw)
                 # Main's score against the exploiter: its losses are Main's wins
                 score[i, j] = (r["losses"] + 0.5 * r["draws"]) / r["matches"]
